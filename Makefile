@@ -1,0 +1,26 @@
+# kchaos: `make chaos-acks1` runs the main job, `make test` the tests; both set up first.
+PY     := .venv/bin/python
+KCHAOS := .venv/bin/kchaos
+
+.PHONY: setup test test-unit chaos-acks1 chaos-acksall cluster-down clean
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	$(PY) -m pytest
+
+test-unit: setup
+	$(PY) -m pytest -m "not cluster"
+
+chaos-acks1: setup
+	$(KCHAOS) run scenarios/acks1-leader-kill.yaml
+
+chaos-acksall: setup
+	$(KCHAOS) run scenarios/acksall-leader-kill.yaml
+
+cluster-down:
+	$(KCHAOS) cluster down
+
+clean: cluster-down
+	rm -rf runs .cache

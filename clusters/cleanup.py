@@ -1,0 +1,57 @@
+"""Remove what a cluster left behind, found by label and by file name.
+
+Used by every teardown and by ``kchaos cluster down``: the same code cleans
+up after a normal exit and after a harness that was SIGKILLed mid-run.
+Only containers and networks labelled ``io.kchaos.cluster`` and loop devices
+backed by ``*.kchaos.img`` files are touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+from clusters.storage import leftover_images, release_loop
+
+log = logging.getLogger(__name__)
+
+
+def _label_filter(cluster_id: str | None) -> dict[str, str]:
+    return {"label": f"{LABEL_CLUSTER}={cluster_id}" if cluster_id else LABEL_CLUSTER}
+
+
+def remove_cluster(cluster_id: str | None = None) -> list[str]:
+    """Remove one cluster's containers, network, mounts and loop devices (all clusters when None).
+
+    Returns the cluster ids that had something to remove.
+    """
+    client = docker.from_env()
+    seen: set[str] = set()
+    workdirs: set[Path] = set()
+    containers = client.containers.list(all=True, filters=_label_filter(cluster_id))
+    for c in containers:
+        seen.add(c.labels.get(LABEL_CLUSTER, "?"))
+        if LABEL_WORKDIR in c.labels:
+            workdirs.add(Path(c.labels[LABEL_WORKDIR]))
+        try:
+            c.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+    for net in client.networks.list(filters=_label_filter(cluster_id)):
+        seen.add(net.attrs.get("Labels", {}).get(LABEL_CLUSTER, "?"))
+        try:
+            net.remove()
+        except docker.errors.NotFound:
+            pass
+    for image in leftover_images(f"{cluster_id}-" if cluster_id else ""):
+        seen.add(image.name.split("-", 1)[0])
+        release_loop(image)
+        image.unlink(missing_ok=True)
+    for workdir in workdirs:  # the cluster's own scratch folder: configs and unmounted data dirs
+        shutil.rmtree(workdir, ignore_errors=True)
+    return sorted(seen)

@@ -1,0 +1,9 @@
+"""The one error type the cluster stage raises for problems a user can act on."""
+
+
+class ClusterError(RuntimeError):
+    """A cluster could not be built, started, reached or torn down.
+
+    The message is one line meant for the operator; the CLI prints it and
+    exits 2 instead of showing a traceback.
+    """

@@ -1,0 +1,152 @@
+"""Local Docker images for kchaos nodes, built with no registry.
+
+Two layers, each tagged by a hash of its recipe so it is rebuilt only when
+the recipe changes:
+
+* ``kchaos-base:<hash>`` -- a Debian root file system with a headless JRE,
+  made by mmdebstrap from this machine's own apt sources and imported with
+  ``docker import`` (no base image is ever pulled).
+* ``kchaos-kafka:<version>-<hash>`` -- the base plus Kafka's jars for one
+  version, resolved from Maven Central by ``clusters/images/pom.xml``.
+
+Run ``python -m clusters.image [--kafka-version V]`` to build ahead of time;
+clusters call :func:`ensure_image` themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from clusters.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KAFKA_VERSION = "3.9.2"
+DEBIAN_SUITE = "bookworm"
+IMAGES_DIR = Path(__file__).resolve().parent / "images"
+REPO_ROOT = IMAGES_DIR.parent.parent
+CACHE_DIR = REPO_ROOT / ".cache"
+APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def _base_packages() -> list[str]:
+    text = (IMAGES_DIR / "base-packages.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def base_tag() -> str:
+    recipe = ",".join([DEBIAN_SUITE, *_base_packages()]).encode()
+    return f"kchaos-base:{_digest(recipe)}"
+
+
+def kafka_tag(version: str) -> str:
+    files = [IMAGES_DIR / n for n in ("Dockerfile", "run-node.sh", "pom.xml")]
+    return f"kchaos-kafka:{version}-{_digest(base_tag().encode(), *(f.read_bytes() for f in files))}"
+
+
+def _image_exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _run(cmd: list[str], what: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        raise ClusterError(f"{what} failed (exit {result.returncode}): {' | '.join(tail)}")
+
+
+def ensure_base_image(client: docker.DockerClient) -> str:
+    """Build the Debian + JRE base image with mmdebstrap unless it exists."""
+    tag = base_tag()
+    if _image_exists(client, tag):
+        return tag
+    if shutil.which("mmdebstrap") is None:
+        raise ClusterError("mmdebstrap is not installed: run `make setup`")
+    log.info("building base image %s with mmdebstrap", tag)
+    with tempfile.TemporaryDirectory(prefix="kchaos-base-") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
+        cmd = ["mmdebstrap", "--variant=apt", "--format=tar",
+               "--include=" + ",".join(_base_packages()), DEBIAN_SUITE, str(tarball)]
+        if APT_SOURCES.exists():  # the machine's own apt sources, never a named host
+            cmd.append(str(APT_SOURCES))
+        _run(cmd, "mmdebstrap")
+        # the docker CLI streams a large tarball; docker-py's import sends it as one header
+        _run(["docker", "import", str(tarball), tag], "docker import of the base file system")
+    return tag
+
+
+def kafka_jars(version: str) -> Path:
+    """Resolve Kafka's runtime jars with Maven into a cache folder, once."""
+    libs = CACHE_DIR / "kafka" / version / "libs"
+    done = libs.parent / ".complete"
+    if done.exists():
+        return libs
+    if shutil.which("mvn") is None:
+        raise ClusterError("mvn is not installed: run `make setup`")
+    if libs.exists():
+        shutil.rmtree(libs)
+    log.info("resolving Kafka %s jars with Maven", version)
+    _run(["mvn", "-q", "-B", "-f", str(IMAGES_DIR / "pom.xml"), f"-Dkafka.version={version}",
+          "dependency:copy-dependencies", f"-DoutputDirectory={libs}"],
+         f"resolving Kafka {version} from Maven Central")
+    done.touch()
+    return libs
+
+
+def ensure_image(version: str = DEFAULT_KAFKA_VERSION, client: docker.DockerClient | None = None) -> str:
+    """Return the tag of the node image for ``version``, building what is missing."""
+    client = client or docker.from_env()
+    tag = kafka_tag(version)
+    if _image_exists(client, tag):
+        return tag
+    base = ensure_base_image(client)
+    libs = kafka_jars(version)
+    log.info("building node image %s", tag)
+    with tempfile.TemporaryDirectory(prefix="kchaos-image-") as ctx:
+        shutil.copytree(libs, Path(ctx) / "libs")
+        for name in ("Dockerfile", "run-node.sh"):
+            shutil.copy2(IMAGES_DIR / name, Path(ctx) / name)
+        try:
+            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
+        except docker.errors.BuildError as e:
+            raise ClusterError(f"building {tag} failed: {e}") from None
+    return tag
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        print(ensure_image(args.kafka_version))
+    except (ClusterError, docker.errors.DockerException) as e:
+        print(f"kchaos: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""A handle on one node of a cluster: the typed interface faults speak to.
+
+A fault never talks to Docker itself; it asks a :class:`Node` to die, start,
+freeze, thaw, or run a command inside its network namespace.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import docker.errors
+from docker.models.containers import Container
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+
+from clusters.errors import ClusterError
+from clusters.storage import LoopVolume
+
+Role = Literal["zookeeper", "broker", "controller"]
+
+LABEL_CLUSTER = "io.kchaos.cluster"
+LABEL_ROLE = "io.kchaos.role"
+LABEL_NODE_ID = "io.kchaos.node-id"
+LABEL_WORKDIR = "io.kchaos.workdir"
+LABEL_VERSION = "io.kchaos.kafka-version"
+
+
+@dataclass
+class Node:
+    """One container of the cluster: a broker, a ZooKeeper node or a controller."""
+
+    name: str          # the node's host name on the cluster network, e.g. broker2
+    role: Role
+    node_id: int       # broker.id, ZooKeeper myid or controller node.id
+    container: Container
+    network: str
+    data_dir: Path     # host folder mounted at /data in the container
+    volume: LoopVolume | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def refresh(self) -> None:
+        self.container.reload()
+
+    @property
+    def status(self) -> str:
+        """Docker's view: running, paused, exited, ..."""
+        self.refresh()
+        return str(self.container.status)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def ip(self) -> str:
+        """Address on the cluster network (may change across restarts)."""
+        self.refresh()
+        return str(self.container.attrs["NetworkSettings"]["Networks"][self.network]["IPAddress"])
+
+    @property
+    def pid(self) -> int:
+        """Host PID of the node's main (JVM) process; 0 when it is not running."""
+        self.refresh()
+        return int(self.container.attrs["State"]["Pid"])
+
+    def kill(self) -> None:
+        """SIGKILL the node's process and wait until it is gone."""
+        try:
+            self.container.kill(signal="SIGKILL")
+        except docker.errors.APIError as e:
+            if "is not running" not in str(e):
+                raise ClusterError(f"could not kill {self.name}: {e.explanation}") from None
+        self._await_status({"exited", "dead"}, "exit after SIGKILL")
+
+    def start(self) -> None:
+        """Start a stopped node again on the same data directory."""
+        self.container.start()
+        self._await_status({"running"}, "start")
+
+    def pause(self) -> None:
+        """Freeze every process of the node (cgroup freezer)."""
+        self.container.pause()
+        self._await_status({"paused"}, "freeze")
+
+    def unpause(self) -> None:
+        self.container.unpause()
+        self._await_status({"running"}, "thaw")
+
+    def logs(self) -> bytes:
+        return bytes(self.container.logs(stdout=True, stderr=True))
+
+    def log_tail(self, lines: int = 5) -> str:
+        tail = self.container.logs(stdout=True, stderr=True, tail=lines).decode(errors="replace")
+        return " | ".join(line.strip() for line in tail.splitlines() if line.strip())
+
+    def in_netns(self, *cmd: str) -> subprocess.CompletedProcess[str]:
+        """Run a host command inside this node's network namespace (iptables, tc, ...)."""
+        pid = self.pid
+        if pid == 0:
+            raise ClusterError(f"{self.name} is not running: no network namespace to enter")
+        return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True, text=True)
+
+    def _await_status(self, wanted: set[str], action: str, seconds: float = 30) -> None:
+        @retry(stop=stop_after_delay(seconds), wait=wait_fixed(0.1),
+               retry=retry_if_result(lambda s: s not in wanted), retry_error_callback=lambda s: s.outcome.result())
+        def poll() -> str:
+            return self.status
+
+        status = poll()
+        if status not in wanted:
+            raise ClusterError(f"{self.name} did not {action} within {seconds:.0f}s (status {status})")

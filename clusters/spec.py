@@ -1,0 +1,65 @@
+"""What a cluster and a topic should look like, checked before anything starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clusters.errors import ClusterError
+from clusters.image import DEFAULT_KAFKA_VERSION
+
+MetadataMode = Literal["zookeeper", "kraft"]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A multi-broker Kafka cluster: version, metadata mode, sizes, config overrides."""
+
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    metadata: MetadataMode = "zookeeper"
+    brokers: int = 3
+    zookeepers: int = 3
+    broker_config: dict[str, str] = field(default_factory=dict)
+    data_size_mb: int = 2048
+    broker_heap: str = "-Xms256m -Xmx768m"
+    zookeeper_heap: str = "-Xms64m -Xmx256m"
+
+    def validate(self) -> None:
+        if self.metadata == "kraft":
+            raise ClusterError("cluster.metadata=kraft is not supported yet: use zookeeper")
+        if self.metadata != "zookeeper":
+            raise ClusterError(f"cluster.metadata must be zookeeper or kraft, not {self.metadata!r}")
+        if self.brokers < 1:
+            raise ClusterError(f"cluster.brokers must be at least 1, not {self.brokers}")
+        if self.zookeepers < 1 or self.zookeepers % 2 == 0:
+            raise ClusterError(f"cluster.zookeepers must be an odd number >= 1, not {self.zookeepers}")
+        if self.data_size_mb < 256:
+            raise ClusterError(f"cluster.data_size_mb must be at least 256, not {self.data_size_mb}")
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create: partitions, replication factor, min.insync.replicas, config."""
+
+    name: str
+    partitions: int = 6
+    replication_factor: int = 3
+    min_insync_replicas: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+
+    def validate(self, brokers: int) -> None:
+        if self.partitions < 1:
+            raise ClusterError(f"topic.partitions must be at least 1, not {self.partitions}")
+        if not 1 <= self.replication_factor <= brokers:
+            raise ClusterError(
+                f"topic.replication_factor={self.replication_factor} is impossible with {brokers} brokers")
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ClusterError(
+                f"topic.min_insync_replicas={self.min_insync_replicas} is above "
+                f"replication_factor={self.replication_factor}: no write could ever succeed")
+        if "min.insync.replicas" in self.config:
+            raise ClusterError("set topic.min_insync_replicas, not min.insync.replicas in topic.config")
+
+    def topic_config(self) -> dict[str, str]:
+        return {**{k: str(v) for k, v in self.config.items()},
+                "min.insync.replicas": str(self.min_insync_replicas)}

@@ -1,0 +1,71 @@
+"""A node's data directory: an ext4 file system on its own loop device.
+
+The power-loss fault needs the data to sit on a block device of its own, so
+that a copy of the backing file taken right after SIGKILL holds exactly what
+reached the device. Backing files end in ``.kchaos.img`` so that leftovers of
+a harness that was killed can be found (see clusters/cleanup.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusters.errors import ClusterError
+
+IMAGE_SUFFIX = ".kchaos.img"
+
+
+def run(cmd: list[str], what: str) -> str:
+    """Run a system command; a failure becomes a one-line ClusterError."""
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise ClusterError(f"{what} failed: {detail[-1] if detail else 'exit ' + str(result.returncode)}")
+    return result.stdout
+
+
+@dataclass
+class LoopVolume:
+    """A sparse file formatted as ext4, attached to a loop device and mounted."""
+
+    image: Path
+    mountpoint: Path
+    size_mb: int
+    device: str | None = None
+
+    def create(self) -> "LoopVolume":
+        self.image.parent.mkdir(parents=True, exist_ok=True)
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        with self.image.open("wb") as f:
+            f.truncate(self.size_mb * 1024 * 1024)
+        run(["mkfs.ext4", "-q", "-F", "-m", "0", str(self.image)], f"mkfs.ext4 on {self.image.name}")
+        self.device = run(["losetup", "--find", "--show", str(self.image)], "losetup").strip()
+        run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], f"mounting {self.device}")
+        return self
+
+    def release(self) -> None:
+        """Unmount and detach; safe to call twice."""
+        release_loop(self.image, self.mountpoint)
+        self.device = None
+
+
+def release_loop(image: Path, mountpoint: Path | None = None) -> None:
+    """Unmount whatever the loop devices of ``image`` are mounted at, then detach them."""
+    found = run(["losetup", "-j", str(image)], "losetup -j") if image.exists() else ""
+    devices = [line.split(":", 1)[0] for line in found.splitlines() if line.strip()]
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    for line in mounts:
+        source, target = line.split()[:2]
+        if source in devices or (mountpoint is not None and target == str(mountpoint)):
+            run(["umount", "-l", target], f"unmounting {target}")
+    for device in devices:
+        run(["losetup", "-d", device], f"detaching {device}")
+
+
+def leftover_images(name_part: str = "") -> list[Path]:
+    """Backing files of kchaos loop devices still attached, optionally of one cluster."""
+    out = run(["losetup", "-a", "-O", "BACK-FILE", "-n"], "losetup -a")
+    files = {Path(line.strip().split(" (deleted)")[0]) for line in out.splitlines() if line.strip()}
+    return sorted(f for f in files if f.name.endswith(IMAGE_SUFFIX) and name_part in f.name)

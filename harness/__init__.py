@@ -1,0 +1,1 @@
+"""kchaos: harness stage."""

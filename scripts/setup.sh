@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# kchaos set-up: idempotent, and fast when everything is already there.
+#  1. Debian packages the harness needs (only the missing ones are installed)
+#  2. a Docker engine (dockerd is started by hand when none answers)
+#  3. the virtualenv .venv with the Python dependencies of pyproject.toml
+#  4. the local node image for the default Kafka version (no registry)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DOCKERD_LOG=${KCHAOS_DOCKERD_LOG:-/var/log/kchaos-dockerd.log}
+DOCKERD_PIDFILE=/run/kchaos-dockerd.pid
+PACKAGES=(docker.io mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jre-headless)
+
+step() { printf '\033[1m== %s\033[0m\n' "$*"; }
+
+step "Debian packages"
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "all present"
+fi
+
+step "Docker engine"
+if docker info >/dev/null 2>&1; then
+  echo "an engine answers"
+else
+  echo "starting dockerd (log: $DOCKERD_LOG)"
+  nohup dockerd >"$DOCKERD_LOG" 2>&1 &
+  echo $! >"$DOCKERD_PIDFILE"
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not come up; see $DOCKERD_LOG" >&2; tail -5 "$DOCKERD_LOG" >&2; exit 2; }
+fi
+
+step "Python virtualenv (.venv)"
+PYTHON=$(command -v python3.11 || command -v python3)
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=.venv/.kchaos-deps
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]'; } >.venv/pip.log 2>&1 \
+    || { tail -20 .venv/pip.log >&2; echo "pip install failed; see .venv/pip.log" >&2; exit 2; }
+  echo "$want" >"$stamp"
+else
+  echo "up to date"
+fi
+
+step "Node image"
+.venv/bin/python -m clusters.image

@@ -1,0 +1,1 @@
+"""kchaos: spark_analysis stage."""

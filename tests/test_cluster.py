@@ -1,0 +1,112 @@
+"""A real 3-ZooKeeper + 3-broker cluster: readiness, topics, traffic, a leader kill, teardown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from tenacity import retry, stop_after_delay, wait_fixed
+
+from clusters.cluster import Cluster
+from clusters.errors import ClusterError
+from clusters.spec import TopicSpec
+from clusters.topics import create_topic
+
+pytestmark = pytest.mark.cluster
+
+
+def test_every_node_is_up_with_an_address_and_a_pid(cluster: Cluster) -> None:
+    assert sorted(n.name for n in cluster.nodes) == ["broker1", "broker2", "broker3", "zk1", "zk2", "zk3"]
+    for node in cluster.nodes:
+        assert node.running
+        assert node.pid > 0
+        assert node.ip.count(".") == 3
+    for broker in cluster.brokers:
+        assert broker.volume is not None and broker.volume.device is not None
+        mounts = open("/proc/mounts").read()
+        assert f"{broker.volume.device} {broker.data_dir} ext4" in mounts
+    assert cluster.controller() in cluster.brokers
+
+
+def test_impossible_topic_is_refused(cluster: Cluster) -> None:
+    with pytest.raises(ClusterError, match="min_insync_replicas=4 is above replication_factor=3"):
+        create_topic(cluster, TopicSpec("impossible", partitions=1, replication_factor=3, min_insync_replicas=4))
+    assert "impossible" not in cluster.admin().list_topics(timeout=10).topics
+
+
+def test_produce_consume_and_survive_a_leader_kill(cluster: Cluster) -> None:
+    topic = TopicSpec(f"t-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
+    create_topic(cluster, topic)
+    states = cluster.partitions(topic.name)
+    assert all(s.isr and len(s.isr) == 3 and s.leader in s.isr for s in states)
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    acked: list[int] = []
+    for seq in range(10_000):
+        producer.produce(topic.name, value=str(seq).encode(),
+                         on_delivery=lambda err, msg: acked.append(int(msg.value())) if err is None else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert len(acked) == 10_000
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic.name}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic.name, p) for p in range(topic.partitions)])
+    seen: set[int] = set()
+    for _ in range(600):
+        for msg in consumer.consume(1000, timeout=1):
+            if msg.error() is None:
+                seen.add(int(msg.value()))
+        if len(seen) == 10_000:
+            break
+    consumer.close()
+    assert seen == set(range(10_000))
+
+    before = cluster.partitions(topic.name)[0]
+    victim = cluster.leader(topic.name, 0)
+    assert victim is not None and victim.node_id == before.leader
+    victim.kill()
+    assert not victim.running
+
+    @retry(stop=stop_after_delay(60), wait=wait_fixed(0.5), reraise=True)
+    def new_leader() -> int:
+        leader = cluster.partitions(topic.name)[0].leader
+        assert leader is not None and leader != victim.node_id
+        return leader
+
+    leader = new_leader()
+    assert leader in before.isr
+    victim.start()
+    cluster.wait_ready()
+    assert victim.running
+
+
+def test_cli_cluster_lifecycle_and_bad_input(nothing_left: Callable[[str, Path], None]) -> None:
+    kchaos = [sys.executable, "-m", "harness.cli"]
+    bad = subprocess.run([*kchaos, "cluster", "up", "--zookeepers", "2"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "odd number" in bad.stderr
+
+    up = subprocess.run([*kchaos, "cluster", "up", "--brokers", "1", "--zookeepers", "1"],
+                        capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stderr
+    cluster_id = up.stdout.split()[1]
+    try:
+        status = subprocess.run([*kchaos, "cluster", "status", "--id", cluster_id],
+                                capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert "broker1" in status.stdout and "active controller: broker1" in status.stdout
+    finally:
+        down = subprocess.run([*kchaos, "cluster", "down", "--id", cluster_id], capture_output=True, text=True)
+    assert down.returncode == 0 and cluster_id in down.stdout
+    with pytest.raises(ClusterError):
+        Cluster.attach(cluster_id)
+    workdir = (Path("runs/clusters") / cluster_id).resolve()
+    nothing_left(cluster_id, workdir)
+    assert not workdir.exists()

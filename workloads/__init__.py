@@ -1,0 +1,1 @@
+"""kchaos: workloads stage."""
