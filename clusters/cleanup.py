@@ -9,13 +9,14 @@ backed by ``*.kchaos.img`` files are touched.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
 import docker
 import docker.errors
 
-from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+from clusters.node import LABEL_CLUSTER, LABEL_OWNER, LABEL_WORKDIR
 from clusters.storage import leftover_images, release_loop
 
 log = logging.getLogger(__name__)
@@ -55,3 +56,28 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
     for workdir in workdirs:  # the cluster's own scratch folder: configs and unmounted data dirs
         shutil.rmtree(workdir, ignore_errors=True)
     return sorted(seen)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans() -> list[str]:
+    """Remove clusters whose owning harness process is gone (it was killed mid-run)."""
+    client = docker.from_env()
+    orphans = set()
+    for c in client.containers.list(all=True, filters={"label": LABEL_OWNER}):
+        owner = int(c.labels.get(LABEL_OWNER, "0") or 0)
+        if owner > 0 and not _alive(owner):
+            orphans.add(c.labels[LABEL_CLUSTER])
+    removed = []
+    for cluster_id in sorted(orphans):
+        log.warning("removing cluster %s left behind by a harness that died", cluster_id)
+        removed += remove_cluster(cluster_id)
+    return removed

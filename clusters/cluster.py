@@ -14,10 +14,10 @@ import secrets
 import shutil
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import docker
 import docker.errors
@@ -28,7 +28,8 @@ from tenacity import retry, stop_after_delay, wait_fixed
 from clusters import cleanup, config
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
-from clusters.node import LABEL_CLUSTER, LABEL_NODE_ID, LABEL_ROLE, LABEL_VERSION, LABEL_WORKDIR, Node, Role
+from clusters.node import (LABEL_CLUSTER, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE, LABEL_VERSION, LABEL_WORKDIR, Node,
+                           Role)
 from clusters.spec import ClusterSpec
 from clusters.storage import IMAGE_SUFFIX, LoopVolume
 
@@ -66,10 +67,13 @@ class Cluster:
     # ------------------------------------------------------------------ start
 
     @classmethod
-    def start(cls, spec: ClusterSpec, workdir: Path, cluster_id: str | None = None) -> "Cluster":
+    def start(cls, spec: ClusterSpec, workdir: Path, cluster_id: str | None = None,
+              owner_pid: int = 0) -> "Cluster":
         """Build the image if needed, start every node and wait until ready.
 
-        On any failure everything started so far is torn down before the
+        ``owner_pid`` is the process that will tear the cluster down (0: kept
+        until ``kchaos cluster down``); a later run removes clusters whose owner
+        died. On any failure everything started so far is torn down before the
         error propagates.
         """
         spec.validate()
@@ -77,7 +81,8 @@ class Cluster:
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         image = ensure_image(spec.kafka_version)
-        labels = {LABEL_CLUSTER: cluster_id, LABEL_WORKDIR: str(workdir), LABEL_VERSION: spec.kafka_version}
+        labels = {LABEL_CLUSTER: cluster_id, LABEL_WORKDIR: str(workdir), LABEL_VERSION: spec.kafka_version,
+                  LABEL_OWNER: str(owner_pid)}
         network = Network(docker_network_kw={"labels": labels})
         network.name = f"kchaos-{cluster_id}"
         cluster = cls(spec, [], cluster_id, workdir)
@@ -191,13 +196,14 @@ class Cluster:
                                       logger=logging.getLogger("rdkafka.admin"))
         return self._admin
 
+    def describe(self, timeout: float = 10) -> Any:
+        """The cluster as the brokers see it: registered brokers and the controller."""
+        return admin_result(self.admin().describe_cluster(request_timeout=timeout), timeout, "describe the cluster")
+
     def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
         """Leader, replicas and ISR of every partition of ``topic``."""
         futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
-        try:
-            desc = futures[topic].result(timeout=timeout)
-        except KafkaException as e:
-            raise ClusterError(f"cannot describe topic {topic!r}: {e.args[0].str()}") from None
+        desc = admin_result(futures[topic], timeout, f"describe topic {topic!r}")
         return [PartitionState(topic, p.id, p.leader.id if p.leader is not None and p.leader.id >= 0 else None,
                                tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
                 for p in sorted(desc.partitions, key=lambda p: p.id)]
@@ -211,7 +217,7 @@ class Cluster:
 
     def controller(self, timeout: float = 10) -> Node:
         """The active controller broker."""
-        desc = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout)
+        desc = self.describe(timeout)
         if desc.controller is None or desc.controller.id < 0:
             raise ClusterError("the cluster has no active controller")
         return self.broker(desc.controller.id)
@@ -228,14 +234,38 @@ class Cluster:
     def _brokers_ready(self) -> list[Node]:
         """Brokers not registered yet, or all of them while no controller is elected."""
         try:
-            desc = self.admin().describe_cluster(request_timeout=5).result(timeout=6)
-        except KafkaException:
+            desc = self.describe(timeout=5)
+        except ClusterError:
             return self.brokers
         registered = {n.id for n in desc.nodes}
         missing = [b for b in self.brokers if b.node_id not in registered]
         if not missing and (desc.controller is None or desc.controller.id < 0):
             return self.brokers
         return missing
+
+    def recover(self, node: Node, timeout: float = READY_TIMEOUT_S) -> None:
+        """Start ``node`` and keep restarting it until it serves again, like a service manager would.
+
+        A broker restarted before ZooKeeper expired its old session exits
+        (its registration still exists); starting it again a moment later works.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not node.running:
+                node.start()
+            if self._serves(node):
+                return
+            time.sleep(1)
+        raise ClusterError(f"{node.name} did not serve again within {timeout:.0f}s; log tail: {node.log_tail()}")
+
+    def _serves(self, node: Node) -> bool:
+        if node.role == "zookeeper":
+            return zookeeper_mode(node.ip) in ("leader", "follower", "standalone")
+        try:
+            desc = self.describe(timeout=5)
+        except ClusterError:
+            return False
+        return any(n.id == node.node_id for n in desc.nodes)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until every ZooKeeper node serves and every broker is registered."""
@@ -304,6 +334,16 @@ class _NeverReady(Exception):
         super().__init__(why)
         self.nodes = nodes
         self.why = why
+
+
+def admin_result(future: Future[Any], timeout: float, what: str) -> Any:
+    """The result of an AdminClient future; a Kafka error or a time-out becomes a one-line ClusterError."""
+    try:
+        return future.result(timeout=timeout)
+    except KafkaException as e:
+        raise ClusterError(f"cannot {what}: {e.args[0].str()}") from None
+    except TimeoutError:
+        raise ClusterError(f"cannot {what}: no answer within {timeout:.0f}s") from None
 
 
 def zookeeper_mode(ip: str, timeout: float = 2) -> str | None:

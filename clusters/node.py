@@ -25,6 +25,7 @@ LABEL_ROLE = "io.kchaos.role"
 LABEL_NODE_ID = "io.kchaos.node-id"
 LABEL_WORKDIR = "io.kchaos.workdir"
 LABEL_VERSION = "io.kchaos.kafka-version"
+LABEL_OWNER = "io.kchaos.owner-pid"   # the harness process that must tear it down; 0 = kept by hand
 
 
 @dataclass

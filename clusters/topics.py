@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from clusters.cluster import Cluster
+from clusters.cluster import Cluster, admin_result
 from clusters.errors import ClusterError
 from clusters.spec import TopicSpec
 
@@ -21,11 +20,8 @@ def create_topic(cluster: Cluster, topic: TopicSpec, timeout: float = 60) -> Non
     topic.validate(len(cluster.brokers))
     new = NewTopic(topic.name, num_partitions=topic.partitions,
                    replication_factor=topic.replication_factor, config=topic.topic_config())
-    future = cluster.admin().create_topics([new], request_timeout=timeout)[topic.name]
-    try:
-        future.result(timeout=timeout)
-    except KafkaException as e:
-        raise ClusterError(f"creating topic {topic.name!r} failed: {e.args[0].str()}") from None
+    admin_result(cluster.admin().create_topics([new], request_timeout=timeout)[topic.name], timeout,
+                 f"create topic {topic.name!r}")
 
     @retry(stop=stop_after_delay(timeout), wait=wait_fixed(0.5), reraise=True,
            retry=retry_if_exception_type((_NotSettled, ClusterError)))

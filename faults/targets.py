@@ -1,0 +1,37 @@
+"""Which nodes a fault hits: a partition's leader, the controller, random nodes, a majority, all."""
+
+from __future__ import annotations
+
+import random
+
+from clusters.cluster import Cluster
+from clusters.errors import ClusterError
+from clusters.node import Node
+
+TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers")
+
+
+def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random) -> list[Node]:
+    """Pick nodes for ``target``; random choices come from ``rng`` so a seed reproduces them."""
+    brokers = sorted(cluster.brokers, key=lambda n: n.node_id)
+    if target == "partition-leader":
+        try:
+            states = cluster.partitions(topic)
+        except ClusterError:
+            return []
+        led = [s for s in states if s.leader is not None]
+        return [cluster.broker(rng.choice(led).leader)] if led else []  # type: ignore[arg-type]
+    if target == "controller":
+        try:
+            return [cluster.controller()]
+        except ClusterError:
+            return []
+    if target == "random-broker":
+        return [rng.choice(brokers)]
+    if target == "random-node":
+        return [rng.choice(sorted(cluster.nodes, key=lambda n: n.name))]
+    if target == "majority-brokers":
+        return sorted(rng.sample(brokers, len(brokers) // 2 + 1), key=lambda n: n.node_id)
+    if target == "all-brokers":
+        return brokers
+    raise ValueError(f"unknown fault target {target!r}; one of {', '.join(TARGETS)}")

@@ -1,0 +1,163 @@
+"""One trial, start to end: cluster -> workload + faults -> history -> check.
+
+The run directory (runs/<scenario>/<UTC timestamp>/) is written as the run
+goes, so a harness killed at any point leaves a history ``kchaos check`` can
+read; teardown of the cluster runs on every exit the process survives.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tenacity import RetryError, retry, stop_after_delay, wait_fixed
+
+from clusters.cleanup import remove_orphans
+from clusters.cluster import Cluster
+from clusters.errors import ClusterError
+from clusters.topics import create_topic
+from faults.schedule import Nemesis
+from harness.errors import HarnessError
+from harness.progress import RunProgress
+from harness.scenario import Scenario
+from workloads.consumer import ConsumerWorker, read_back
+from workloads.history import History, RunClock
+from workloads.observer import LeaderObserver, record_committed
+from workloads.producer import ProducerWorker
+
+log = logging.getLogger(__name__)
+
+HEALTHY_TIMEOUT_S = 90
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    harness_error: str | None   # set when the run could not do its job (exit 2)
+
+
+def new_run_dir(root: Path, scenario: Scenario) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    run_dir = root / scenario.name / stamp
+    (run_dir / "history").mkdir(parents=True)
+    return run_dir
+
+
+def write_scenario(run_dir: Path, scenario: Scenario, clock: RunClock) -> None:
+    resolved: dict[str, Any] = scenario.resolved()
+    resolved["started_at"] = datetime.fromtimestamp(clock.wall_start, timezone.utc).isoformat()
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
+    """Run the trial and leave a complete run directory (results are checked by the caller)."""
+    run_dir = new_run_dir(out_root, scenario)
+    clock = RunClock()
+    write_scenario(run_dir, scenario, clock)
+    history = History(run_dir, clock)
+    remove_orphans()
+    with RunProgress(scenario.workload.duration_s) as progress:
+        progress.phase("starting the cluster")
+        cluster = Cluster.start(scenario.cluster_spec(), run_dir / "cluster", owner_pid=os.getpid())
+        try:
+            create_topic(cluster, scenario.topic_spec())
+            error = Trial(scenario, cluster, history, progress).run()
+        finally:
+            progress.phase("tearing down")
+            history.close()
+            cluster.teardown(logs_to=run_dir / "logs")
+    return RunOutcome(run_dir, error)
+
+
+class Trial:
+    """The workload, the observer and the nemesis around one cluster."""
+
+    def __init__(self, scenario: Scenario, cluster: Cluster, history: History, progress: RunProgress) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.history = history
+        self.progress = progress
+        topic = scenario.topic.name
+        bootstrap = cluster.bootstrap_servers
+        w = scenario.workload
+        self.producers = [ProducerWorker(f"p{i}", bootstrap, topic, dict(w.producers.config), history.sends,
+                                         history.clock, w.producers.rate, w.producers.message_bytes)
+                          for i in range(w.producers.count)]
+        self.consumers = [ConsumerWorker(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
+                                         dict(w.consumers.config), history.reads, history.clock)
+                          for i in range(w.consumers.count)]
+        self.observer = LeaderObserver(cluster, topic, history)
+
+    def run(self) -> str | None:
+        """Returns a harness error (a fault that failed), or None."""
+        s = self.scenario
+        load_start = self.history.clock.seconds()
+        load_end = load_start + s.workload.duration_s
+        nemesis = Nemesis(self.cluster, s.topic.name, s.fault_plans(), self.history, s.seed,
+                          warmup_s=load_start + s.schedule.warmup_s, load_s=load_end)
+        self.observer.start()
+        for worker in [*self.consumers, *self.producers]:
+            worker.start()
+        nemesis.start()
+        try:
+            self.progress.phase("load")
+            while self.history.clock.seconds() < load_end and nemesis.error is None:
+                self._show(nemesis.current, self.history.clock.seconds() - load_start)
+                time.sleep(0.5)
+        finally:
+            self.progress.phase("healing")
+            nemesis.stop()
+            for p in self.producers:
+                p.stop()
+            for p in self.producers:
+                p.join()
+        error = str(nemesis.error) if nemesis.error else None
+        self.progress.phase("settling")
+        self._settle(s.schedule.settle_s)
+        for c in self.consumers:
+            c.stop()
+        for c in self.consumers:
+            c.join()
+        self.observer.stop()
+        if self.consumers:
+            record_committed(self.cluster, s.workload.consumers.group, s.topic.name, s.topic.partitions, self.history)
+        self.progress.phase("final read")
+        read_back(self.cluster.bootstrap_servers, s.topic.name, s.topic.partitions, self.history,
+                  s.schedule.final_read_timeout_s)
+        self._show("none", s.workload.duration_s)
+        return error
+
+    def _show(self, fault: str, elapsed_s: float) -> None:
+        sent = [p.counts for p in self.producers]
+        self.progress.update(elapsed_s, acked=sum(c.ok for c in sent), failed=sum(c.fail for c in sent),
+                             unknown=sum(c.info for c in sent), reads=sum(c.count for c in self.consumers),
+                             fault=fault)
+
+    def _settle(self, settle_s: float) -> None:
+        """Wait for every node to serve and every partition to have a leader and a full ISR."""
+        started = time.monotonic()
+        try:
+            self.cluster.wait_ready(timeout=HEALTHY_TIMEOUT_S)
+        except ClusterError as e:
+            raise HarnessError(f"the cluster did not recover after the faults were healed: {e}") from None
+        rf = self.scenario.topic.replication_factor
+
+        @retry(stop=stop_after_delay(HEALTHY_TIMEOUT_S), wait=wait_fixed(1))
+        def in_sync() -> None:
+            states = self.cluster.partitions(self.scenario.topic.name)
+            assert all(p.leader is not None and len(p.isr) == rf for p in states)
+
+        try:
+            in_sync()
+        except RetryError:
+            log.warning("some partitions still have no leader or a short ISR; reading back anyway")
+        self.observer.observe()
+        while time.monotonic() - started < settle_s:
+            self._show("none", self.scenario.workload.duration_s)
+            time.sleep(0.5)

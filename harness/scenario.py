@@ -1,0 +1,248 @@
+"""Scenario files: what to run, validated before anything starts.
+
+A scenario names the cluster, the topic, the workload, the faults and their
+schedule, a seed and what the verdict is expected to be. Unknown keys, wrong
+types and impossible settings are refused with one line naming the key.
+``--set a.b.c=value`` overrides any key; inside a ``config`` map the rest of
+the path is one Kafka setting (``workload.producers.config.enable.idempotence=true``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from clusters.errors import ClusterError
+from clusters.image import DEFAULT_KAFKA_VERSION
+from clusters.spec import ClusterSpec, TopicSpec
+from faults.registry import FAULTS
+from faults.schedule import FaultPlan
+from faults.targets import TARGETS
+from harness.errors import HarnessError
+
+Scalar = Union[bool, int, float, str]
+CONFIG_MAPS = {"config", "broker_config"}
+EXPECTABLE = ("valid", "lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
+              "reordered", "consumer_skipped", "consumer_redelivered", "unknown", "acked", "failed",
+              "indeterminate")
+EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterModel(Strict):
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    metadata: Literal["zookeeper", "kraft"] = "zookeeper"
+    brokers: int = Field(3, ge=1, le=9)
+    zookeepers: int = Field(3, ge=1, le=7)
+    broker_config: dict[str, Scalar] = {}
+    data_size_mb: int = Field(2048, ge=256)
+
+
+class TopicModel(Strict):
+    name: str = Field("kchaos", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    partitions: int = Field(6, ge=1, le=1000)
+    replication_factor: int = Field(3, ge=1)
+    min_insync_replicas: int = Field(1, ge=1)
+    config: dict[str, Scalar] = {}
+
+
+class ProducersModel(Strict):
+    count: int = Field(2, ge=1, le=64)
+    rate: float | None = Field(None, gt=0, description="messages per second per producer; null: unbounded")
+    message_bytes: int = Field(100, ge=16, le=1_000_000)
+    config: dict[str, Scalar] = {}
+
+    @field_validator("config")
+    @classmethod
+    def _acks(cls, config: dict[str, Scalar]) -> dict[str, Scalar]:
+        acks = config.get("acks", config.get("request.required.acks"))
+        if acks is not None and str(acks) not in {"0", "1", "-1", "all"}:
+            raise ValueError(f"acks must be 0, 1, all or -1, not {acks!r}")
+        return config
+
+
+class ConsumersModel(Strict):
+    count: int = Field(1, ge=0, le=64)
+    group: str = "kchaos-app"
+    commit: Literal["auto", "manual"] = "auto"
+    config: dict[str, Scalar] = {}
+
+
+class WorkloadModel(Strict):
+    duration_s: float = Field(60, gt=0, le=86_400)
+    producers: ProducersModel = ProducersModel()
+    consumers: ConsumersModel = ConsumersModel()
+
+
+class FaultModel(Strict):
+    kind: str
+    target: str = "partition-leader"
+    interval_s: tuple[float, float] = (10.0, 15.0)
+    duration_s: float = Field(5, gt=0)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, kind: str) -> str:
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}; one of {', '.join(sorted(FAULTS))}")
+        return kind
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, target: str) -> str:
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; one of {', '.join(TARGETS)}")
+        return target
+
+    @field_validator("interval_s", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> Any:
+        return (value, value) if isinstance(value, (int, float)) else value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "FaultModel":
+        lo, hi = self.interval_s
+        if not 0 < lo <= hi:
+            raise ValueError(f"interval_s must be a positive [min, max], not [{lo}, {hi}]")
+        return self
+
+
+class ScheduleModel(Strict):
+    warmup_s: float = Field(10, ge=0)
+    settle_s: float = Field(10, ge=0, description="after healing, before the final read-back")
+    final_read_timeout_s: float = Field(120, gt=0)
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    description: str = ""
+    nightly: bool = False
+    seed: int = 0
+    cluster: ClusterModel = ClusterModel()
+    topic: TopicModel = TopicModel()
+    workload: WorkloadModel = WorkloadModel()
+    faults: list[FaultModel] = []
+    schedule: ScheduleModel = ScheduleModel()
+    expect: dict[str, Union[bool, int, str]] | None = None
+
+    @field_validator("expect")
+    @classmethod
+    def _expect(cls, expect: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, value in (expect or {}).items():
+            if key not in EXPECTABLE:
+                raise ValueError(f"cannot expect {key!r}; one of {', '.join(EXPECTABLE)}")
+            if key == "valid":
+                if not isinstance(value, bool):
+                    raise ValueError("expect.valid must be true or false")
+            elif isinstance(value, bool) or not (isinstance(value, int) or EXPECTATION.match(str(value))):
+                raise ValueError(f"expect.{key} must be a count or a comparison like \">0\", not {value!r}")
+        return expect
+
+    @model_validator(mode="after")
+    def _possible(self) -> "Scenario":
+        try:
+            self.cluster_spec().validate()
+            self.topic_spec().validate(self.cluster.brokers)
+        except ClusterError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def cluster_spec(self) -> ClusterSpec:
+        c = self.cluster
+        return ClusterSpec(kafka_version=c.kafka_version, metadata=c.metadata, brokers=c.brokers,
+                           zookeepers=c.zookeepers, data_size_mb=c.data_size_mb,
+                           broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()})
+
+    def topic_spec(self) -> TopicSpec:
+        t = self.topic
+        return TopicSpec(t.name, t.partitions, t.replication_factor, t.min_insync_replicas,
+                         {k: _kafka_value(v) for k, v in t.config.items()})
+
+    def fault_plans(self) -> list[FaultPlan]:
+        return [FaultPlan(f.kind, f.target, f.interval_s, f.duration_s) for f in self.faults]
+
+    def resolved(self) -> dict[str, Any]:
+        """Every default filled in, as written to the run's scenario.yaml."""
+        return self.model_dump(mode="json")
+
+
+def _kafka_value(value: Scalar) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one ``key.path=value`` to the raw scenario (the value is read as YAML).
+
+    A number in the path indexes a list (``faults.0.duration_s=10``).
+    """
+    key, sep, text = assignment.partition("=")
+    if not sep or not key:
+        raise HarnessError(f"--set {assignment!r}: expected key=value")
+    value = yaml.safe_load(text) if text else ""
+    parts = key.split(".")
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[:i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise HarnessError(f"--set {key}: {where} is not an existing list item")
+            node = node[int(part)]
+            continue
+        if not isinstance(node, dict):
+            raise HarnessError(f"--set {key}: {'.'.join(parts[:i])} is not a section")
+        if node.get(part) is None:
+            node[part] = {}
+        if part in CONFIG_MAPS:
+            node[part][".".join(parts[i + 1:])] = value
+            return
+        node = node[part]
+    if isinstance(node, list):
+        if not parts[-1].isdigit() or int(parts[-1]) >= len(node):
+            raise HarnessError(f"--set {key}: {'.'.join(parts)} is not an existing list item")
+        node[int(parts[-1])] = value
+    elif isinstance(node, dict):
+        node[parts[-1]] = value
+    else:
+        raise HarnessError(f"--set {key}: {'.'.join(parts[:-1])} is not a section")
+
+
+def _one_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
+
+
+def load_scenario(path: Path, overrides: list[str] = (), seed: int | None = None) -> Scenario:  # type: ignore[assignment]
+    """Read, override and validate a scenario file; HarnessError (one line) on any problem."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: no such scenario file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise HarnessError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise HarnessError(f"{path}: a scenario is a mapping of keys, not a {type(raw).__name__}")
+    raw.setdefault("name", path.stem)
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    if seed is not None:
+        raw["seed"] = seed
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        raise HarnessError(f"{path}: {_one_line(e)}") from None

@@ -1,0 +1,89 @@
+"""Scenario files: validation in one line, overrides, expectations, the shipped scenarios."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.expect import unmet
+from harness.scenario import load_scenario
+
+SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("topic: {replication_factor: 3, min_insync_replicas: 4}", "min_insync_replicas=4 is above replication_factor=3"),
+    ("cluster: {brokers: 2}", "replication_factor=3 is impossible with 2 brokers"),
+    ("workload: {producers: {count: many}}", "workload.producers.count: Input should be a valid integer"),
+    ("bogus: 1", "bogus: unknown key"),
+    ("workload: {durration_s: 5}", "workload.durration_s: unknown key"),
+    ("faults: [{kind: explode}]", "faults.0.kind: unknown fault 'explode'"),
+    ("faults: [{kind: kill, target: everyone}]", "unknown target 'everyone'"),
+    ("faults: [{kind: kill, interval_s: [5, 1]}]", "interval_s must be a positive [min, max]"),
+    ("expect: {lost: lots}", "expect.lost must be a count or a comparison"),
+    ("expect: {happiness: 1}", "cannot expect 'happiness'"),
+    ("workload: {producers: {config: {acks: 2}}}", "acks must be 0, 1, all or -1"),
+    ("name: [unclosed", "not valid YAML"),
+    ("- a list", "a scenario is a mapping"),
+])
+def test_bad_scenarios_get_one_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(HarnessError) as e:
+        load_scenario(write(tmp_path, text))
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_overrides_reach_nested_keys_config_maps_and_list_items(tmp_path: Path) -> None:
+    path = write(tmp_path, "faults: [{kind: kill}]")
+    s = load_scenario(path, ["workload.producers.config.enable.idempotence=true", "topic.partitions=3",
+                             "faults.0.duration_s=7", "cluster.broker_config.log.flush.interval.messages=1"],
+                      seed=99)
+    assert s.workload.producers.config == {"enable.idempotence": True}
+    assert s.topic.partitions == 3
+    assert s.faults[0].duration_s == 7
+    assert s.cluster_spec().broker_config == {"log.flush.interval.messages": "1"}
+    assert s.seed == 99
+    assert s.name == "s"
+
+
+def test_bad_override_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="faults.3 is not an existing list item"):
+        load_scenario(write(tmp_path, "faults: []"), ["faults.3.duration_s=1"])
+    with pytest.raises(HarnessError, match="expected key=value"):
+        load_scenario(write(tmp_path, ""), ["nonsense"])
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_shipped_scenarios_are_valid(path: Path) -> None:
+    s = load_scenario(path)
+    assert s.name == path.stem
+    assert s.expect
+
+
+def test_expectations() -> None:
+    results = {"valid": False, "counts": {"lost": 3, "duplicated": 0}}
+    assert unmet({"lost": ">0", "duplicated": 0}, results) == []
+    assert unmet({"lost": 0}, results) == ["lost is 3, expected 0"]
+    assert unmet({"lost": "<=2"}, results) == ["lost is 3, expected <=2"]
+    assert unmet({"valid": True}, results) == ["valid is false, expected true"]
+    assert unmet(None, results) == ["the verdict is not valid"]
+    assert unmet(None, {"valid": True, "counts": {}}) == []
+
+
+def test_cli_refuses_a_bad_scenario_with_exit_2(tmp_path: Path) -> None:
+    path = write(tmp_path, "topic: {replication_factor: 3, min_insync_replicas: 4}")
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(tmp_path / "runs")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "min_insync_replicas=4" in result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,96 @@
+"""Append-only JSON-lines histories (sends, reads, events) of a run.
+
+Lines are buffered in memory and written by a background thread at least
+once a second, so a harness killed mid-run leaves a readable history with at
+most the last second missing and at most one cut-off last line. ``close()``
+fsyncs. Field names follow the run-directory contract in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+FLUSH_INTERVAL_S = 0.5
+# librdkafka's own log lines (broker down, request timed out) go to Python
+# logging, not over the progress display; `kchaos -v` shows them.
+RDKAFKA_LOG = logging.getLogger("rdkafka")
+
+
+class RunClock:
+    """Integer nanoseconds since the run started (the ``*_ns`` fields)."""
+
+    def __init__(self) -> None:
+        self._origin = time.monotonic_ns()
+        self.wall_start = time.time()
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self._origin
+
+    def seconds(self) -> float:
+        return self.now_ns() / 1e9
+
+
+class HistoryWriter:
+    """A thread-safe JSON-lines appender with a once-a-second background flush."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.lines = 0
+        self._flusher = threading.Thread(target=self._flush_loop, name=f"flush-{path.stem}", daemon=True)
+        self._flusher.start()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"))
+        with self._lock:
+            self._pending.append(line)
+            self.lines += 1
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self._file.write("\n".join(pending) + "\n")
+            self._file.flush()
+
+    def _flush_loop(self) -> None:
+        while not self._closed.wait(FLUSH_INTERVAL_S):
+            self.flush()
+
+    def close(self) -> None:
+        """Write what is buffered and fsync; safe to call twice."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._flusher.join()
+        self.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+
+class History:
+    """The three history files of a run directory, opened together."""
+
+    def __init__(self, run_dir: Path, clock: RunClock) -> None:
+        folder = run_dir / "history"
+        self.clock = clock
+        self.sends = HistoryWriter(folder / "sends.jsonl")
+        self.reads = HistoryWriter(folder / "reads.jsonl")
+        self.events = HistoryWriter(folder / "events.jsonl")
+
+    def event(self, kind: str, **fields: Any) -> None:
+        self.events.write({"kind": kind, **fields})
+
+    def close(self) -> None:
+        for writer in (self.sends, self.reads, self.events):
+            writer.close()
