@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException
 
 from clusters.cleanup import remove_cluster
 from clusters.cluster import Cluster
+from clusters.errors import ClusterError
 from clusters.spec import ClusterSpec
 
 CLUSTERS_ROOT = Path("runs") / "clusters"
@@ -50,8 +51,8 @@ def status(cluster_id: str | None) -> int:
     try:
         controller = cluster.controller().name
         topics = sorted(t for t in cluster.admin().list_topics(timeout=10).topics if not t.startswith("__"))
-    except KafkaException as e:
-        print(f"brokers unreachable: {e.args[0].str()}")
+    except (ClusterError, KafkaException) as e:
+        print(f"brokers unreachable: {e}")
         return 0
     print(f"active controller: {controller}")
     for topic in topics:
