@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 import docker.errors
 
 from clusters.errors import ClusterError
 from clusters.image import DEFAULT_KAFKA_VERSION
 from harness import cluster_cmd
+from harness.run import run_scenario
+from harness.scenario import load_scenario
+from harness.verdict import judge
 from harness.errors import EXIT_HARNESS, HarnessError, install_termination_handlers
 
 
@@ -18,6 +22,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kchaos", description="Jepsen-style fault injection for Apache Kafka")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario and check it")
+    run.add_argument("scenario", type=Path)
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key, e.g. --set workload.duration_s=30")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
+
+    check = sub.add_parser("check", help="check an existing run directory again")
+    check.add_argument("run_dir", type=Path)
 
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True)
@@ -34,6 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        scenario = load_scenario(args.scenario, args.overrides, args.seed)
+        outcome = run_scenario(scenario, args.out)
+        print(f"run directory: {outcome.run_dir}")
+        code = judge(outcome.run_dir)
+        if outcome.harness_error:
+            raise HarnessError(outcome.harness_error)
+        return code
+    if args.command == "check":
+        return judge(args.run_dir)
     if args.command == "cluster":
         if args.action == "up":
             return cluster_cmd.up(args.brokers, args.zookeepers, args.kafka_version, args.json)
@@ -47,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s: %(message)s")
+    if not args.verbose:  # a broker down is the point of the exercise, not news
+        logging.getLogger("rdkafka").setLevel(logging.CRITICAL)
     install_termination_handlers()
     try:
         return dispatch(args)

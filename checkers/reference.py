@@ -1,0 +1,479 @@
+"""The pure-Python reference checker: a history in, a results.json verdict out.
+
+This is the oracle the Spark checker is held to, so every anomaly is computed
+the plainest way that still fits a million sends in memory: one pass over the
+reads builds a few indexes keyed by message (producer, seq) and by position
+(topic, partition, offset), one pass over the sends judges each message, and
+whole lines are re-read from disk only for the examples.
+
+Choices the definitions in DESIGN.md leave open, made here so that another
+checker can make the same ones:
+
+- Several send lines for one (producer, seq): the last line wins (noted).
+  ``sent`` counts lines; ``acked``/``failed``/``indeterminate`` count messages
+  by the status of their winning line.
+- Several final-read events for one partition: it is complete when any of
+  them says so (the reads of every attempt are in reads.jsonl).
+- An acknowledged send without a partition is judged against its whole
+  topic: found anywhere in it, or lost when every partition of the topic had
+  a complete final read.
+- ``lost_unverifiable`` counts acknowledged messages absent from the final
+  read whose partition's final read was incomplete (found ones are fine).
+- A read whose value kchaos did not write (producer and seq null) is
+  unexpected; having no identity, it counts once per position.
+- ``consumer_skipped`` and ``consumer_redelivered`` count (group, message)
+  pairs; live reads with no group take part in neither.
+- Several committed events for one (group, partition): the last one wins; a
+  null offset means the group never committed there.
+- Examples are the 20 smallest findings (by (producer, seq[, group]) or by
+  position); an example's reads are the first 10 in reads.jsonl order; a
+  divergent position's ``send`` is an ack there that some read there
+  contradicts, else any ack there, the smallest (producer, seq) first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, validity
+from checkers.history import FAIL, FINAL, INFO, OK, History, HistoryError, Read, Send, paused_gc, read_history
+
+Msg = tuple[str, int]  # (producer, seq): a message
+Part = tuple[str, int]  # (topic, partition)
+Pos = tuple[str, int, int]  # (topic, partition, offset)
+GroupMsg = tuple[str, int, str]  # (producer, seq, group): a message as seen by one consumer group
+
+MAX_EXAMPLES = 20
+MAX_EXAMPLE_READS = 10
+RESULTS_FILE = "results.json"
+SCENARIO_FILE = "scenario.yaml"
+
+_UNREAD = object()  # at_position has nothing for a position nobody read
+
+
+# --- what the history says, indexed --------------------------------------------------------------
+
+
+@dataclass
+class ReadIndex:
+    """The reads, reduced to what the anomalies need."""
+
+    final_positions: dict[Msg, list[Pos]] = field(default_factory=dict)  # distinct final-read positions
+    live: dict[str | None, Counter[Msg]] = field(default_factory=dict)  # group -> live reads per message
+    at_position: dict[Pos, Msg | None] = field(default_factory=dict)  # first message read there (None: foreign)
+    divergent: set[Pos] = field(default_factory=set)  # two reads at one position disagree
+    foreign: set[Pos] = field(default_factory=set)  # positions holding a value kchaos did not write
+    partitions: set[Part] = field(default_factory=set)
+    live_reads: int = 0
+    final_reads: int = 0
+
+    def read_live(self, msg: Msg) -> bool:
+        return any(msg in counts for counts in self.live.values())
+
+
+def index_reads(reads: Iterable[Read]) -> ReadIndex:
+    """One pass over the reads: positions per message, messages per position, live reads per group."""
+    index = ReadIndex()
+    final_positions, at_position, live = index.final_positions, index.at_position, index.live
+    for r in reads:
+        pos = (r.topic, r.partition, r.offset)
+        msg = None if r.producer is None else (r.producer, r.seq)
+        seen = at_position.get(pos, _UNREAD)
+        if seen is _UNREAD:
+            at_position[pos] = msg
+        elif seen != msg:
+            index.divergent.add(pos)
+        final = r.phase == FINAL
+        if final:
+            index.final_reads += 1
+        else:
+            index.live_reads += 1
+        if msg is None:
+            index.foreign.add(pos)
+        elif final:
+            positions = final_positions.get(msg)
+            if positions is None:
+                final_positions[msg] = [pos]
+            elif pos not in positions:
+                positions.append(pos)
+        else:
+            counts = live.get(r.group)
+            if counts is None:
+                counts = live[r.group] = Counter()
+            counts[msg] += 1
+    index.partitions = {(topic, partition) for topic, partition, _ in at_position}
+    return index
+
+
+def latest_sends(sends: list[Send], notes: list[str]) -> dict[Msg, Send]:
+    """Each message's send; should one appear on several lines, the last line wins."""
+    latest = {(s.producer, s.seq): s for s in sends}
+    repeats = len(sends) - len(latest)
+    if repeats:
+        notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")
+    return latest
+
+
+def final_read_completeness(events: list[dict[str, Any]]) -> dict[Part, bool]:
+    """Per partition with a final-read event: did some read-back reach the high watermark?"""
+    complete: dict[Part, bool] = {}
+    for e in events:
+        if e["kind"] == "final-read":
+            part = (e["topic"], e["partition"])
+            complete[part] = complete.get(part, False) or e["complete"]
+    return complete
+
+
+def committed_offsets(events: list[dict[str, Any]]) -> dict[Part, dict[str, int]]:
+    """Per partition, each group's committed offset at the end (the last event wins; null: none)."""
+    latest: dict[tuple[str, str, int], int | None] = {}
+    for e in events:
+        if e["kind"] == "committed":
+            latest[(e["group"], e["topic"], e["partition"])] = e["offset"]
+    committed: dict[Part, dict[str, int]] = defaultdict(dict)
+    for (group, topic, partition), offset in latest.items():
+        if offset is not None:
+            committed[(topic, partition)][group] = offset
+    return committed
+
+
+# --- the anomalies ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Findings:
+    """What each anomaly found: messages (or (producer, seq, group) for the consumer ones) and positions."""
+
+    messages: dict[str, set[Msg] | set[GroupMsg]] = field(default_factory=lambda: {a: set() for a in ANOMALIES})
+    positions: dict[str, set[Pos]] = field(default_factory=lambda: {a: set() for a in ANOMALIES})
+    unknown_found: int = 0
+    lost_unverifiable: int = 0
+    unordered: int = 0  # out-of-order acks of producers that did not promise order (only noted)
+
+    def count(self, anomaly: str) -> int:
+        return len(self.messages[anomaly]) + len(self.positions[anomaly])
+
+
+class Judge:
+    """Applies the definitions to one history."""
+
+    def __init__(self, history: History, promises: Promises, notes: list[str]) -> None:
+        self.promises = promises
+        self.notes = notes
+        self.sends = latest_sends(history.sends, notes)
+        self.reads = index_reads(history.reads)
+        self.complete = final_read_completeness(history.events)
+        self.committed = committed_offsets(history.events)
+        self.topic_partitions: dict[str, list[Part]] = defaultdict(list)
+        for part in self.complete:
+            self.topic_partitions[part[0]].append(part)
+        self.found = Findings()
+
+    def run(self) -> Findings:
+        for msg, send in self.sends.items():
+            if send.status == OK:
+                self.judge_ack(msg, send)
+            elif send.status == FAIL:
+                if msg in self.reads.final_positions:
+                    self.found.messages["failed_but_present"].add(msg)
+            else:
+                self.judge_unknown(msg)
+        self.judge_reads()
+        self.judge_order()
+        self.judge_groups()
+        return self.found
+
+    def judge_ack(self, msg: Msg, send: Send) -> None:
+        """An acknowledged message must be in its partition's final read, at its acknowledged offset."""
+        present, verifiable = self.in_final_read(msg, send)
+        if not present:
+            if not verifiable:
+                self.found.lost_unverifiable += 1
+            else:
+                self.found.messages["lost"].add(msg)
+                if self.reads.read_live(msg):
+                    self.found.messages["lost_after_read"].add(msg)
+        if send.partition is not None and send.offset is not None:
+            pos = (send.topic, send.partition, send.offset)
+            seen = self.reads.at_position.get(pos, _UNREAD)
+            if seen is not _UNREAD and seen != msg:
+                self.found.positions["divergent"].add(pos)
+
+    def in_final_read(self, msg: Msg, send: Send) -> tuple[bool, bool]:
+        """(found in the final read of the send's partition, that final read was complete)."""
+        positions = self.reads.final_positions.get(msg, ())
+        if send.partition is not None:
+            present = False
+            for topic, partition, _ in positions:
+                if partition == send.partition and topic == send.topic:
+                    present = True
+                    break
+            return present, self.complete.get((send.topic, send.partition), False)
+        # No partition in the ack (should not happen): judge against the whole topic.
+        present = any(topic == send.topic for topic, _, _ in positions)
+        parts = self.topic_partitions.get(send.topic, [])
+        return present, bool(parts) and all(self.complete[p] for p in parts)
+
+    def judge_unknown(self, msg: Msg) -> None:
+        self.found.messages["unknown"].add(msg)
+        if msg in self.reads.final_positions:
+            self.found.unknown_found += 1
+
+    def judge_reads(self) -> None:
+        """Duplicates, unsent messages and disagreeing reads: what the reads show on their own."""
+        messages = self.found.messages
+        for msg, positions in self.reads.final_positions.items():
+            if len(positions) > 1:
+                messages["duplicated"].add(msg)
+            if msg not in self.sends:
+                messages["unexpected"].add(msg)
+        for counts in self.reads.live.values():
+            messages["unexpected"].update(msg for msg in counts if msg not in self.sends)
+        self.found.positions["unexpected"] |= self.reads.foreign
+        self.found.positions["divergent"] |= self.reads.divergent
+
+    def judge_order(self) -> None:
+        """Per producer and partition, acknowledged offsets must grow with seq."""
+        out_of_order = reordered_messages(self.sends.values())
+        if self.promises.ordered:
+            self.found.messages["reordered"] = out_of_order
+        else:
+            self.found.unordered = len(out_of_order)
+
+    def judge_groups(self) -> None:
+        """What each consumer group skipped below its committed offset, and what it was handed twice."""
+        skipped = self.found.messages["consumer_skipped"]
+        for msg, positions in self.reads.final_positions.items():
+            for topic, partition, offset in positions:
+                for group, upto in self.committed.get((topic, partition), {}).items():
+                    if offset < upto and msg not in self.reads.live.get(group, ()):
+                        skipped.add((msg[0], msg[1], group))
+        redelivered = self.found.messages["consumer_redelivered"]
+        for group, counts in self.reads.live.items():
+            if group is not None:
+                redelivered.update((msg[0], msg[1], group) for msg, n in counts.items() if n > 1)
+
+
+def reordered_messages(sends: Iterable[Send]) -> set[Msg]:
+    """Acknowledged messages at a lower offset than some lower seq of their producer in their partition."""
+    acked: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
+    for s in sends:
+        if s.status == OK and s.partition is not None and s.offset is not None:
+            acked[(s.producer, s.topic, s.partition)].append((s.seq, s.offset))
+    reordered: set[Msg] = set()
+    for (producer, _, _), seq_offsets in acked.items():
+        seq_offsets.sort()
+        highest = -1
+        for seq, offset in seq_offsets:
+            if offset < highest:
+                reordered.add((producer, seq))
+            else:
+                highest = offset
+    return reordered
+
+
+# --- results ----------------------------------------------------------------------------------------
+
+
+def check(history: History, promises: Promises) -> dict[str, Any]:
+    """Judge a history under the producers' promises; the results.json dict (notes included)."""
+    with paused_gc():
+        return _check(history, promises)
+
+
+def _check(history: History, promises: Promises) -> dict[str, Any]:
+    notes = list(history.notes)
+    judge = Judge(history, promises, notes)
+    found = judge.run()
+    counts = tally(history, judge, found)
+    incomplete = incomplete_partitions(judge)
+    add_notes(notes, judge, found)
+    return {
+        "checker": "python",
+        "valid": validity(counts, promises),
+        "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},
+        "counts": counts,
+        "final_read_complete": not history.cut_short and not incomplete,
+        "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
+        "cut_short": history.cut_short,
+        "examples": examples(history, judge, found),
+        "notes": notes,
+    }
+
+
+def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
+    """Every count of results.json, in the order anomalies.COUNTS lists them."""
+    statuses = Counter(s.status for s in judge.sends.values())
+    unknown = found.count("unknown")
+    counts = {
+        "sent": len(history.sends),
+        "acked": statuses[OK],
+        "failed": statuses[FAIL],
+        "indeterminate": statuses[INFO],
+        "reads_live": judge.reads.live_reads,
+        "reads_final": judge.reads.final_reads,
+        **{anomaly: found.count(anomaly) for anomaly in ANOMALIES},
+        "unknown_found": found.unknown_found,
+        "unknown_not_found": unknown - found.unknown_found,
+        "lost_unverifiable": found.lost_unverifiable,
+    }
+    assert tuple(counts) == COUNTS
+    return counts
+
+
+def incomplete_partitions(judge: Judge) -> list[Part]:
+    """Partitions with sends, reads or a final-read event whose final read did not reach the end."""
+    parts = {(s.topic, s.partition) for s in judge.sends.values() if s.partition is not None}
+    parts |= judge.reads.partitions
+    parts |= judge.complete.keys()
+    return sorted(p for p in parts if not judge.complete.get(p, False))
+
+
+def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
+    """Say what the counts alone would hide: what could not be judged, and what was judged leniently."""
+    if found.lost_unverifiable:
+        notes.append(f"{found.lost_unverifiable} acknowledged messages were not found, but the final read of "
+                     "their partition was incomplete: counted as lost_unverifiable, not lost")
+    if found.unordered:
+        notes.append(f"{found.unordered} acknowledged messages are out of seq order in their partition, but the "
+                     "producers did not promise order: not counted as reordered")
+    no_partition = sum(1 for s in judge.sends.values() if s.status == OK and s.partition is None)
+    if no_partition:
+        notes.append(f"{no_partition} acknowledged sends name no partition: judged against their whole topic")
+    if judge.reads.foreign:
+        notes.append(f"{len(judge.reads.foreign)} positions hold a value kchaos did not write (no producer/seq): "
+                     "counted as unexpected")
+    ungrouped = sum(judge.reads.live.get(None, Counter()).values())
+    if ungrouped:
+        notes.append(f"{ungrouped} live reads name no consumer group: they count for lost_after_read only, "
+                     "not for consumer_skipped or consumer_redelivered")
+
+
+# --- examples ---------------------------------------------------------------------------------------
+
+
+def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[dict[str, Any]]]:
+    """Up to 20 examples per anomaly, each with its send line and up to 10 read lines, re-read from disk."""
+    chosen = {a: choose_examples(found.messages[a], found.positions[a]) for a in ANOMALIES}
+    wanted_msgs = {key[:2] for keys, _ in chosen.values() for key in keys}
+    wanted_pos = {pos for _, positions in chosen.values() for pos in positions}
+
+    msg_reads: dict[Msg, list[int]] = defaultdict(list)
+    pos_reads: dict[Pos, list[int]] = defaultdict(list)
+    pos_msgs: dict[Pos, set[Msg | None]] = defaultdict(set)  # every message read at a wanted position
+    for r in history.reads:  # in file order, so each example keeps its first reads
+        if r.producer is not None:
+            msg = (r.producer, r.seq)
+            if msg in wanted_msgs and len(msg_reads[msg]) < MAX_EXAMPLE_READS:
+                msg_reads[msg].append(r.line)
+        pos = (r.topic, r.partition, r.offset)
+        if pos in wanted_pos:
+            pos_msgs[pos].add(None if r.producer is None else (r.producer, r.seq))
+            if len(pos_reads[pos]) < MAX_EXAMPLE_READS:
+                pos_reads[pos].append(r.line)
+    msg_send = {msg: judge.sends[msg].line for msg in wanted_msgs if msg in judge.sends}
+    pos_send = acks_at(judge.sends, pos_msgs)
+
+    send_lines = history.send_lines(list(msg_send.values()) + list(pos_send.values()))
+    read_lines = history.read_lines([n for ns in (*msg_reads.values(), *pos_reads.values()) for n in ns])
+
+    def message_example(key: Msg | GroupMsg) -> dict[str, Any]:
+        msg = key[:2]
+        example: dict[str, Any] = {"producer": key[0], "seq": key[1]}
+        if len(key) == 3:
+            example["group"] = key[2]
+        example["send"] = send_lines.get(msg_send[msg]) if msg in msg_send else None
+        example["reads"] = [read_lines[n] for n in msg_reads.get(msg, []) if n in read_lines]
+        return example
+
+    def position_example(pos: Pos, anomaly: str) -> dict[str, Any]:
+        head = {"producer": None, "seq": None} if anomaly == "unexpected" else {}
+        return {**head, "topic": pos[0], "partition": pos[1], "offset": pos[2],
+                "send": send_lines.get(pos_send[pos]) if pos in pos_send else None,
+                "reads": [read_lines[n] for n in pos_reads.get(pos, []) if n in read_lines]}
+
+    return {a: [message_example(k) for k in keys] + [position_example(p, a) for p in positions]
+            for a, (keys, positions) in chosen.items()}
+
+
+def choose_examples(keys: set[Msg] | set[GroupMsg], positions: set[Pos]) -> tuple[list, list[Pos]]:
+    """The smallest findings: messages first, then positions; 20 in all."""
+    smallest_keys = heapq.nsmallest(MAX_EXAMPLES, keys)
+    return smallest_keys, heapq.nsmallest(MAX_EXAMPLES - len(smallest_keys), positions)
+
+
+def acks_at(sends: dict[Msg, Send], read_there: dict[Pos, set[Msg | None]]) -> dict[Pos, int]:
+    """Line of the ack to show at each position: one that a read there contradicts, if any.
+
+    Among the acks at a position, those that some read there disagrees with
+    come first, then the smallest (producer, seq).
+    """
+    best: dict[Pos, tuple[tuple[bool, Msg], int]] = {}
+    if not read_there:
+        return {}
+    for msg, s in sends.items():
+        if s.status == OK and s.partition is not None and s.offset is not None:
+            pos = (s.topic, s.partition, s.offset)
+            if pos in read_there:
+                rank = (read_there[pos] <= {msg}, msg)  # False (contradicted) sorts first
+                if pos not in best or rank < best[pos][0]:
+                    best[pos] = (rank, s.line)
+    return {pos: line for pos, (_, line) in best.items()}
+
+
+# --- a run directory -----------------------------------------------------------------------------------
+
+
+def load_scenario(path: Path) -> dict[str, Any] | None:
+    """The resolved scenario.yaml, or None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        scenario = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise HistoryError(f"{SCENARIO_FILE}{where}: not valid YAML ({problem})") from None
+    except UnicodeDecodeError:
+        raise HistoryError(f"{SCENARIO_FILE}: not valid UTF-8") from None
+    if not isinstance(scenario, dict):
+        raise HistoryError(f"{SCENARIO_FILE}: expected a mapping, not {type(scenario).__name__}")
+    return scenario
+
+
+def check_run(run_dir: Path) -> dict[str, Any]:
+    """Check RUN/history under the promises of RUN/scenario.yaml (or none, noted)."""
+    history = read_history(run_dir / "history")
+    promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
+    results = check(history, promises)
+    if note:
+        results["notes"].insert(0, note)
+    return results
+
+
+def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
+    """Write RUN/results.json atomically, so a reader never sees half a verdict."""
+    target = run_dir / RESULTS_FILE
+    fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -1,0 +1,102 @@
+"""End-to-end runs on a real cluster: the run directory, the verdict, and a harness killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pytest
+
+from clusters.cleanup import remove_orphans
+from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+
+pytestmark = pytest.mark.cluster
+
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+SHORT = ["--set", "workload.duration_s=30", "--set", "schedule.warmup_s=5", "--set", "schedule.settle_s=2",
+         "--set", "faults.0.interval_s=[9,9]", "--set", "faults.0.duration_s=8", "--set", "topic.partitions=3",
+         "--set", "workload.producers.rate=2000"]
+
+
+def only_run_dir(root: Path) -> Path:
+    runs = [p for p in root.glob("*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_short_acks1_run_writes_the_run_directory_and_a_verdict(tmp_path: Path) -> None:
+    result = subprocess.run([*KCHAOS, "run", "scenarios/acks1-leader-kill.yaml", *SHORT, "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    # acks=1 expects loss; a 30 s run may or may not lose anything, but it must not fail as a harness
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    run = only_run_dir(tmp_path)
+    for name in ("scenario.yaml", "history/sends.jsonl", "history/reads.jsonl", "history/events.jsonl",
+                 "results.json", "report.html"):
+        assert (run / name).is_file(), name
+    assert {p.name for p in (run / "logs").iterdir()} >= {"broker1.log", "zk1.log"}
+
+    sends = jsonl(run / "history" / "sends.jsonl")
+    assert {"producer", "seq", "topic", "key", "partition", "offset", "status", "error", "invoke_ns",
+            "complete_ns"} <= set(sends[0])
+    assert all(s["offset"] is not None for s in sends if s["status"] == "ok")
+    events = jsonl(run / "history" / "events.jsonl")
+    kinds = {e["kind"] for e in events}
+    assert {"fault", "leader", "committed", "final-read"} <= kinds
+    faults = [e for e in events if e["kind"] == "fault"]
+    assert any(e["phase"] == "start" for e in faults) and any(e["phase"] == "heal" for e in faults)
+    assert all(e["complete"] for e in events if e["kind"] == "final-read")
+
+    results = json.loads((run / "results.json").read_text())
+    counts = results["counts"]
+    assert counts["acked"] == sum(s["status"] == "ok" for s in sends) > 10_000
+    assert counts["sent"] == len(sends)
+    assert results["final_read_complete"] is True
+    assert (result.returncode == 0) == (counts["lost"] > 0)
+    assert f"lost {counts['lost']:,}" in result.stdout
+    report = (run / "report.html").read_text()
+    assert 'id="verdict"' in report and f"<td>lost</td><td class=\"num\">{counts['lost']:,}</td>" in report
+
+
+def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
+                                                            nothing_left: Callable[[str, Path], None]) -> None:
+    proc = subprocess.Popen([*KCHAOS, "run", "scenarios/acks1-leader-kill.yaml", *SHORT, "--out", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        sends = None
+        while time.monotonic() < deadline:
+            found = list(tmp_path.glob("*/*/history/sends.jsonl"))
+            if found and found[0].stat().st_size > 200_000:
+                sends = found[0]
+                break
+            time.sleep(0.5)
+        assert sends is not None, "the run never started writing sends"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = only_run_dir(tmp_path)
+    check = subprocess.run([*KCHAOS, "check", str(run)], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert "cut short" in check.stdout
+    results = json.loads((run / "results.json").read_text())
+    assert results["cut_short"] is True and results["counts"]["acked"] > 0 and results["counts"]["lost"] == 0
+
+    client = docker.from_env()
+    left = client.containers.list(all=True, filters={"label": f"{LABEL_WORKDIR}={run / 'cluster'}"})
+    assert left, "the killed harness could not tear its cluster down"
+    cluster_id = left[0].labels[LABEL_CLUSTER]
+    assert cluster_id in remove_orphans()  # what the next `kchaos run` does first
+    nothing_left(cluster_id, run / "cluster")
