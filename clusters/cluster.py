@@ -29,8 +29,9 @@ from clusters import cleanup, config
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
 from clusters.node import (LABEL_CLUSTER, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE, LABEL_VERSION, LABEL_WORKDIR, Node,
-                           Role)
+                           Role, tcp_open)
 from clusters.spec import ClusterSpec
+from clusters.zk_metadata import ZooKeeperMetadata
 from clusters.storage import IMAGE_SUFFIX, LoopVolume
 
 # The reaper's image cannot be pulled here; kchaos removes what it starts itself.
@@ -63,6 +64,7 @@ class Cluster:
         self.cluster_id = cluster_id
         self.workdir = workdir
         self._admin: AdminClient | None = None
+        self._zk: ZooKeeperMetadata | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -188,6 +190,12 @@ class Cluster:
         """Broker addresses reachable from the host (the containers' bridge IPs)."""
         return ",".join(f"{b.ip}:{config.CLIENT_PORT}" for b in self.brokers if b.running)
 
+    @property
+    def client_address(self) -> str:
+        """The harness's own address on the cluster network (the bridge's gateway)."""
+        network = docker.from_env().networks.get(f"kchaos-{self.cluster_id}")
+        return str(network.attrs["IPAM"]["Config"][0]["Gateway"])
+
     def admin(self) -> AdminClient:
         """One AdminClient per cluster: it must outlive the futures it returns."""
         if self._admin is None:
@@ -201,12 +209,23 @@ class Cluster:
         return admin_result(self.admin().describe_cluster(request_timeout=timeout), timeout, "describe the cluster")
 
     def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
-        """Leader, replicas and ISR of every partition of ``topic``."""
+        """Leader, replicas and ISR of every partition of ``topic``, as the controller recorded them."""
+        if self.zookeepers:
+            return self._partitions_from_zookeeper(topic)
         futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
         desc = admin_result(futures[topic], timeout, f"describe topic {topic!r}")
         return [PartitionState(topic, p.id, p.leader.id if p.leader is not None and p.leader.id >= 0 else None,
                                tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
                 for p in sorted(desc.partitions, key=lambda p: p.id)]
+
+    def _partitions_from_zookeeper(self, topic: str) -> list[PartitionState]:
+        if self._zk is None:
+            self._zk = ZooKeeperMetadata(",".join(f"{n.ip}:{config.ZK_PORT}" for n in self.zookeepers))
+        states = []
+        for partition, replicas in sorted(self._zk.replicas(topic).items()):
+            leader, isr = self._zk.state(topic, partition)
+            states.append(PartitionState(topic, partition, leader, tuple(replicas), tuple(isr)))
+        return states
 
     def leader(self, topic: str, partition: int) -> Node | None:
         """The broker leading ``topic``/``partition`` now, or None while there is none."""
@@ -265,7 +284,8 @@ class Cluster:
             desc = self.describe(timeout=5)
         except ClusterError:
             return False
-        return any(n.id == node.node_id for n in desc.nodes)
+        # registered in ZooKeeper comes before the listener accepts: wait for both
+        return any(n.id == node.node_id for n in desc.nodes) and tcp_open(node.ip, node.service_port)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until every ZooKeeper node serves and every broker is registered."""
@@ -311,6 +331,9 @@ class Cluster:
         """Remove containers, network, mounts and loop devices; safe to call twice."""
         if logs_to is not None:
             self.copy_logs(logs_to)
+        if self._zk is not None:
+            self._zk.close()
+            self._zk = None
         cleanup.remove_cluster(self.cluster_id)
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -6,6 +6,7 @@ freeze, thaw, or run a command inside its network namespace.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,16 @@ LABEL_VERSION = "io.kchaos.kafka-version"
 LABEL_OWNER = "io.kchaos.owner-pid"   # the harness process that must tear it down; 0 = kept by hand
 
 
-@dataclass
+def tcp_open(ip: str, port: int, timeout_s: float = 2) -> bool:
+    """Whether the harness itself can open a TCP connection to ``ip``:``port``."""
+    try:
+        with socket.create_connection((ip, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(eq=False)  # a node is itself: compared and hashed by identity
 class Node:
     """One container of the cluster: a broker, a ZooKeeper node or a controller."""
 
@@ -104,6 +114,16 @@ class Node:
         if pid == 0:
             raise ClusterError(f"{self.name} is not running: no network namespace to enter")
         return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True, text=True)
+
+    @property
+    def service_port(self) -> int:
+        """The port the node serves on: ZooKeeper's client port or the broker listener."""
+        return 2181 if self.role == "zookeeper" else 9092
+
+    def can_reach(self, ip: str, port: int, timeout_s: float = 2) -> bool:
+        """Whether a TCP connection from inside this node's network namespace gets through."""
+        probe = self.in_netns("timeout", str(timeout_s), "bash", "-c", f"exec 3<>/dev/tcp/{ip}/{port}")
+        return probe.returncode == 0
 
     def _await_status(self, wanted: set[str], action: str, seconds: float = 30) -> None:
         @retry(stop=stop_after_delay(seconds), wait=wait_fixed(0.1),

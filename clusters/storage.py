@@ -8,6 +8,7 @@ a harness that was killed can be found (see clusters/cleanup.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from clusters.errors import ClusterError
 
 IMAGE_SUFFIX = ".kchaos.img"
+FILLER = "kchaos-disk-full"
 
 
 def run(cmd: list[str], what: str) -> str:
@@ -44,6 +46,54 @@ class LoopVolume:
         self.device = run(["losetup", "--find", "--show", str(self.image)], "losetup").strip()
         run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], f"mounting {self.device}")
         return self
+
+    def crash_copy(self) -> Path:
+        """A sparse copy of the backing file: exactly what had reached the device.
+
+        Taken right after the node is SIGKILLed, it lacks every write still
+        in the file system's page cache, as a machine that lost power would.
+        """
+        crash = self.image.with_name(self.image.name + ".crash")
+        run(["cp", "--sparse=always", str(self.image), str(crash)], f"copying {self.image.name}")
+        return crash
+
+    def replace_with(self, crash: Path) -> None:
+        """Unmount, swap the backing file for ``crash`` and mount it again (ext4 replays its journal)."""
+        self.release()
+        crash.replace(self.image)
+        self.device = run(["losetup", "--find", "--show", str(self.image)], "losetup").strip()
+        run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], f"mounting the crash image of {self.image.name}")
+
+    @property
+    def mounted(self) -> bool:
+        return any(line.split()[:2] == [self.device, str(self.mountpoint)]
+                   for line in Path("/proc/mounts").read_text().splitlines())
+
+    def fill(self, leave_bytes: int = 0) -> Path:
+        """Fill the file system up to ``leave_bytes`` free with one file; returns it.
+
+        fallocate takes all but the last MiB in one call (ext4 refuses to
+        allocate its very last blocks that way); appending zeros takes the rest.
+        """
+        filler = self.mountpoint / FILLER
+        bulk = self.free_bytes() - leave_bytes - 1024 * 1024
+        if bulk > 0:
+            run(["fallocate", "-l", str(bulk), str(filler)], f"filling {self.mountpoint}")
+        if leave_bytes == 0:
+            with filler.open("ab", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                except OSError:  # ENOSPC: full, as wanted
+                    pass
+        return filler
+
+    def unfill(self) -> None:
+        (self.mountpoint / FILLER).unlink(missing_ok=True)
+
+    def free_bytes(self) -> int:
+        stat = os.statvfs(self.mountpoint)
+        return stat.f_bavail * stat.f_frsize
 
     def release(self) -> None:
         """Unmount and detach; safe to call twice."""

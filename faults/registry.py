@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from faults.base import Fault
+from faults.disk_full import DiskFullFault
 from faults.kill import KillFault
+from faults.partition import PartitionFault
+from faults.pause import PauseFault
+from faults.power_loss import PowerLossFault
+from faults.slow_network import SlowNetworkFault
 
-FAULTS: dict[str, type[Fault]] = {f.kind: f for f in (KillFault,)}
+FAULTS: dict[str, type[Fault]] = {
+    f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault)
+}

@@ -14,6 +14,7 @@ import logging
 import random
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from clusters.cluster import Cluster
 from clusters.node import Node
@@ -32,6 +33,7 @@ class FaultPlan:
     target: str
     interval_s: tuple[float, float]
     duration_s: float
+    options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
@@ -109,8 +111,8 @@ class Nemesis:
             next_start = started + self.rng.uniform(*plan.interval_s)
 
     def _apply(self, plan: FaultPlan) -> None:
-        fault = FAULTS[plan.kind](self.cluster, self.topic)
-        nodes = fault.choose(plan.target, self.rng)
+        fault = FAULTS[plan.kind](self.cluster, self.topic, self.rng, dict(plan.options))
+        nodes = fault.choose(plan.target)
         if not nodes:
             log.info("no %s to %s right now; skipped", plan.target, plan.kind)
             return
@@ -130,5 +132,6 @@ class Nemesis:
 
     def _record(self, active: ActiveFault, phase: str, end_ns: int | None) -> None:
         self.history.event("fault", fault=active.plan.kind, phase=phase, target=active.plan.target,
+                           options=dict(active.plan.options),
                            targets=[n.name for n in active.nodes], start_ns=active.start_ns, end_ns=end_ns,
                            detail=active.detail, time_ns=self.history.clock.now_ns())

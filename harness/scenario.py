@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from clusters.errors import ClusterError
 from clusters.image import DEFAULT_KAFKA_VERSION
 from clusters.spec import ClusterSpec, TopicSpec
+from faults.base import FaultError
 from faults.registry import FAULTS
 from faults.schedule import FaultPlan
 from faults.targets import TARGETS
@@ -86,6 +87,7 @@ class FaultModel(Strict):
     target: str = "partition-leader"
     interval_s: tuple[float, float] = (10.0, 15.0)
     duration_s: float = Field(5, gt=0)
+    options: dict[str, Scalar] = {}
 
     @field_validator("kind")
     @classmethod
@@ -111,6 +113,10 @@ class FaultModel(Strict):
         lo, hi = self.interval_s
         if not 0 < lo <= hi:
             raise ValueError(f"interval_s must be a positive [min, max], not [{lo}, {hi}]")
+        try:
+            FAULTS[self.kind].check_options(self.options)
+        except FaultError as e:
+            raise ValueError(str(e)) from None
         return self
 
 
@@ -166,7 +172,8 @@ class Scenario(Strict):
                          {k: _kafka_value(v) for k, v in t.config.items()})
 
     def fault_plans(self) -> list[FaultPlan]:
-        return [FaultPlan(f.kind, f.target, f.interval_s, f.duration_s) for f in self.faults]
+        return [FaultPlan(f.kind, f.target, f.interval_s, f.duration_s, tuple(sorted(f.options.items())))
+                for f in self.faults]
 
     def resolved(self) -> dict[str, Any]:
         """Every default filled in, as written to the run's scenario.yaml."""

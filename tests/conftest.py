@@ -16,7 +16,9 @@ from clusters.spec import ClusterSpec
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.start(ClusterSpec(brokers=3, zookeepers=3), tmp_path_factory.mktemp("cluster"))
+    # a short replica lag so that a cut-off follower leaves the ISR within seconds
+    spec = ClusterSpec(brokers=3, zookeepers=3, broker_config={"replica.lag.time.max.ms": "8000"})
+    c = Cluster.start(spec, tmp_path_factory.mktemp("cluster"))
     try:
         yield c
     finally:

@@ -1,0 +1,57 @@
+"""Partition state as ZooKeeper holds it: the authority in ZooKeeper mode.
+
+A broker's own metadata can be stale (a broker cut off from the controller
+still reports itself in the ISR), and the AdminClient may ask any broker.
+The controller writes leader and ISR to ZooKeeper, so that is where kchaos
+reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from clusters.errors import ClusterError
+
+logging.getLogger("kazoo").setLevel(logging.ERROR)  # connection loss is what faults are for
+
+
+class ZooKeeperMetadata:
+    """A read-only view of /brokers and /controller."""
+
+    def __init__(self, hosts: str, timeout_s: float = 5) -> None:
+        self._client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True)
+        try:
+            self._client.start(timeout=timeout_s * 2)
+        except KazooTimeoutError:
+            raise ClusterError(f"cannot reach ZooKeeper at {hosts}") from None
+
+    def _json(self, path: str) -> dict:
+        try:
+            data, _ = self._client.get(path)
+        except NoNodeError:
+            raise ClusterError(f"ZooKeeper has no {path}") from None
+        except (KazooException, KazooTimeoutError) as e:
+            raise ClusterError(f"cannot read {path} from ZooKeeper: {type(e).__name__}") from None
+        return json.loads(data)
+
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        assignment = self._json(f"/brokers/topics/{topic}")["partitions"]
+        return {int(p): list(r) for p, r in assignment.items()}
+
+    def state(self, topic: str, partition: int) -> tuple[int | None, list[int]]:
+        """(leader or None, isr) of one partition."""
+        state = self._json(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        leader = int(state["leader"])
+        return (leader if leader >= 0 else None), list(state["isr"])
+
+    def close(self) -> None:
+        try:
+            self._client.stop()
+            self._client.close()
+        except KazooException:
+            pass
