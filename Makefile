@@ -2,7 +2,7 @@
 PY     := .venv/bin/python
 KCHAOS := .venv/bin/kchaos
 
-.PHONY: setup test test-unit chaos-acks1 chaos-acksall cluster-down clean
+.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,10 @@ chaos-acks1: setup
 
 chaos-acksall: setup
 	$(KCHAOS) run scenarios/acksall-leader-kill.yaml
+
+# every scenario with `nightly: true`, then runs/index.html (the matrix) and runs/junit.xml
+chaos-nightly: setup
+	$(KCHAOS) nightly --out runs --junit runs/junit.xml
 
 cluster-down:
 	$(KCHAOS) cluster down

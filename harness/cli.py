@@ -14,8 +14,11 @@ from clusters.image import DEFAULT_KAFKA_VERSION
 from harness import cluster_cmd
 from harness.run import run_scenario
 from harness.scenario import load_scenario
+from harness.matrix import write_matrix
+from harness.nightly import nightly
+from harness.report import report_cmd
 from harness.verdict import judge
-from harness.errors import EXIT_HARNESS, HarnessError, install_termination_handlers
+from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, install_termination_handlers
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="check an existing run directory again")
     check.add_argument("run_dir", type=Path)
+
+    report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
+    report.add_argument("run_dir", type=Path)
+
+    matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run")
+    matrix.add_argument("runs_root", type=Path)
+
+    nightly = sub.add_parser("nightly", help="run every scenario marked nightly, build the matrix, write JUnit XML")
+    nightly.add_argument("--scenarios", type=Path, default=Path("scenarios"), help="folder of scenario files")
+    nightly.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
+    nightly.add_argument("--junit", type=Path, help="JUnit XML file (default OUT/junit.xml)")
 
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True)
@@ -58,6 +72,14 @@ def dispatch(args: argparse.Namespace) -> int:
         return code
     if args.command == "check":
         return judge(args.run_dir)
+    if args.command == "report":
+        return report_cmd(args.run_dir)
+    if args.command == "matrix":
+        path = write_matrix(args.runs_root)
+        print(f"matrix: {path}")
+        return EXIT_VALID
+    if args.command == "nightly":
+        return nightly(args.scenarios, args.out, args.junit or args.out / "junit.xml")
     if args.command == "cluster":
         if args.action == "up":
             return cluster_cmd.up(args.brokers, args.zookeepers, args.kafka_version, args.json)

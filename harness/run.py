@@ -125,6 +125,7 @@ class Trial:
         for c in self.consumers:
             c.join()
         self.observer.stop()
+        self.observer.join()
         if self.consumers:
             record_committed(self.cluster, s.workload.consumers.group, s.topic.name, s.topic.partitions, self.history)
         self.progress.phase("final read")

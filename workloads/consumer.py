@@ -9,16 +9,16 @@ plus one ``final-read`` event per partition saying whether it got there.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock
 from workloads.messages import decode
+from workloads.worker import Worker
 
 CommitMode = Literal["auto", "manual"]
 BATCH = 500
@@ -32,7 +32,7 @@ def read_record(msg: Message, consumer: str, group: str | None, phase: str, cloc
 
 
 @dataclass
-class ConsumerWorker:
+class ConsumerWorker(Worker):
     """One consumer thread of the application's group."""
 
     name: str
@@ -44,37 +44,15 @@ class ConsumerWorker:
     reads: HistoryWriter
     clock: RunClock
     count: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _error: BaseException | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.name}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-    def _run(self) -> None:
-        try:
-            self._consume_until_stopped()
-        except BaseException as e:  # surfaced by join()
-            self._error = e
-
-    def _consume_until_stopped(self) -> None:
+    def work(self) -> None:
         consumer = Consumer({"auto.offset.reset": "earliest", **self.config,
                              "bootstrap.servers": self.bootstrap_servers, "group.id": self.group,
                              "client.id": f"kchaos-{self.name}", "enable.auto.commit": self.commit == "auto"},
                             logger=RDKAFKA_LOG)
         consumer.subscribe([self.topic])
         try:
-            while not self._stop.is_set():
+            while not self.stopping:
                 batch = [m for m in consumer.consume(BATCH, timeout=0.5) if m.error() is None]
                 for msg in batch:
                     self.reads.write(read_record(msg, self.name, self.group, "live", self.clock))

@@ -3,50 +3,41 @@
 from __future__ import annotations
 
 import logging
-import threading
+from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from clusters.cluster import Cluster, admin_result
 from clusters.errors import ClusterError
 from workloads.history import History
+from workloads.worker import Worker
 
 log = logging.getLogger(__name__)
 
 
-class LeaderObserver:
+@dataclass
+class LeaderObserver(Worker):
     """Writes each partition's leader and ISR to events.jsonl once a second."""
 
-    def __init__(self, cluster: Cluster, topic: str, history: History, interval_s: float = 1.0) -> None:
-        self.cluster = cluster
-        self.topic = topic
-        self.history = history
-        self.interval_s = interval_s
-        self.leaders: dict[int, int | None] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="leader-observer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+    cluster: Cluster
+    topic: str
+    history: History
+    interval_s: float = 1.0
+    name: str = "leaders"
 
     def observe(self) -> None:
         try:
             states = self.cluster.partitions(self.topic, timeout=self.interval_s * 3)
-        except ClusterError as e:  # a broker is down: the next second will tell
+        except ClusterError as e:  # ZooKeeper unreachable for a moment: the next second will tell
             log.debug("leader observation failed: %s", e)
             return
         now = self.history.clock.now_ns()
         for s in states:
-            self.leaders[s.partition] = s.leader
             self.history.event("leader", topic=s.topic, partition=s.partition, leader=s.leader,
                                isr=list(s.isr), time_ns=now)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def work(self) -> None:
+        while not self.stopping:
             self.observe()
             self._stop.wait(self.interval_s)
 

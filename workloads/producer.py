@@ -21,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from workloads.history import RDKAFKA_LOG, HistoryWriter, RunClock
 from workloads.messages import encode
+from workloads.worker import Worker
 
 # Delivery errors that no earlier, possibly persisted attempt can precede: the
 # message was refused as a whole. Anything else (timeouts, a topic or
@@ -55,7 +56,7 @@ class SendCounts:
 
 
 @dataclass
-class ProducerWorker:
+class ProducerWorker(Worker):
     """One producer thread: writes until stopped, at a target rate or as fast as it can."""
 
     name: str
@@ -70,22 +71,6 @@ class ProducerWorker:
     counts: SendCounts = field(default_factory=SendCounts)
     _in_flight: dict[int, int] = field(default_factory=dict)   # seq -> invoke_ns
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _error: BaseException | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"producer-{self.name}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
 
     def _record(self, seq: int, status: str, invoke_ns: int, partition: int | None,
                 offset: int | None, error: str | None) -> None:
@@ -105,18 +90,12 @@ class ProducerWorker:
         partition = msg.partition() if msg.partition() is not None and msg.partition() >= 0 else None
         self._record(seq, status, invoke_ns, partition, offset, None if err is None else err.name())
 
-    def _run(self) -> None:
-        try:
-            self._produce_until_stopped()
-        except BaseException as e:  # surfaced by join()
-            self._error = e
-
-    def _produce_until_stopped(self) -> None:
+    def work(self) -> None:
         producer = Producer({**self.config, "bootstrap.servers": self.bootstrap_servers,
                              "client.id": f"kchaos-{self.name}"}, logger=RDKAFKA_LOG)
         seq = 0
         started = time.monotonic()
-        while not self._stop.is_set():
+        while not self.stopping:
             if self.rate is not None:
                 due = started + seq / self.rate
                 delay = due - time.monotonic()

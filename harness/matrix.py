@@ -1,0 +1,138 @@
+"""The reliability matrix: every run under RUNS_ROOT, one row per durability configuration, one column per fault.
+
+``kchaos matrix RUNS_ROOT`` reads RUNS_ROOT/<scenario>/<timestamp>/scenario.yaml
+and results.json of every finished run and writes RUNS_ROOT/index.html. A
+cell adds up lost and duplicated messages over its runs, is coloured by the
+worst verdict among them and links to each run's report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.expect import unmet
+from harness.report import REPORT_FILE, _environment, durability_config, promises
+
+INDEX_FILE = "index.html"
+
+# worst first: a cell takes the colour of its worst run
+VERDICTS = {
+    "unmet": ("expectations not met", "the scenario expected something else: a regression or a surprise"),
+    "unjudged": ("not judged", "the run was cut short or its final read was incomplete"),
+    "anomalies": ("anomalies, as expected", "Kafka lost or duplicated data, and the scenario said it would"),
+    "valid": ("valid", "no anomaly"),
+}
+ORDER = list(VERDICTS)
+
+
+@dataclass
+class Run:
+    scenario: str
+    stamp: str
+    path: Path
+    link: str  # relative to RUNS_ROOT
+    config: dict[str, Any]
+    faults: str
+    verdict: str
+    lost: int
+    duplicated: int
+    counts: dict[str, int]
+    unmet: list[str]
+
+
+@dataclass
+class Cell:
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def lost(self) -> int:
+        return sum(r.lost for r in self.runs)
+
+    @property
+    def duplicated(self) -> int:
+        return sum(r.duplicated for r in self.runs)
+
+    @property
+    def verdict(self) -> str:
+        return min((r.verdict for r in self.runs), key=ORDER.index)
+
+
+def fault_kinds(scenario: dict[str, Any]) -> str:
+    kinds = sorted({str(f.get("kind")) for f in scenario.get("faults") or [] if isinstance(f, dict)})
+    return " + ".join(kinds) or "no faults"
+
+
+def verdict_of(results: dict[str, Any], failures: list[str]) -> str:
+    if results.get("cut_short") or not results.get("final_read_complete", True):
+        return "unjudged" if not failures else "unmet"
+    if failures:
+        return "unmet"
+    return "valid" if results.get("valid") else "anomalies"
+
+
+def find_runs(root: Path) -> tuple[list[Run], list[str]]:
+    """Every run directory under root with a scenario.yaml and a results.json; and what was skipped, why."""
+    runs, skipped = [], []
+    for results_path in sorted(root.glob("*/*/results.json")):
+        run_dir = results_path.parent
+        rel = run_dir.relative_to(root)
+        try:
+            results = json.loads(results_path.read_text())
+            scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text()) \
+                if (run_dir / "scenario.yaml").is_file() else None
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            skipped.append(f"{rel}: unreadable ({type(e).__name__})")
+            continue
+        if not isinstance(results, dict) or "counts" not in results or not isinstance(scenario, dict):
+            skipped.append(f"{rel}: {'no scenario.yaml' if not isinstance(scenario, dict) else 'not a results.json'}")
+            continue
+        failures = unmet(scenario.get("expect"), results)
+        counts = results["counts"]
+        link = rel / (REPORT_FILE if (run_dir / REPORT_FILE).is_file() else "results.json")
+        runs.append(Run(scenario=str(scenario.get("name", rel.parts[0])), stamp=rel.parts[-1], path=run_dir,
+                        link=link.as_posix(), config=durability_config(scenario), faults=fault_kinds(scenario),
+                        verdict=verdict_of(results, failures), lost=int(counts.get("lost", 0)),
+                        duplicated=int(counts.get("duplicated", 0)), counts=counts, unmet=failures))
+    return runs, skipped
+
+
+def _config_key(config: dict[str, Any]) -> tuple:
+    return tuple(str(v) for v in config.values())
+
+
+def build_matrix(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows (one per configuration, strongest acks last) and the fault columns."""
+    columns = sorted({r.faults for r in runs}, key=lambda f: (f == "no faults", f))
+    rows: dict[tuple, dict[str, Any]] = {}
+    for r in runs:
+        row = rows.setdefault(_config_key(r.config), {"config": r.config, "cells": {},
+                                                      "promises": promises(r.config)})
+        row["cells"].setdefault(r.faults, Cell()).runs.append(r)
+    acks_rank = {"0": 0, "1": 1, "all": 2}
+    ordered = sorted(rows.values(), key=lambda row: (acks_rank.get(str(row["config"]["acks"]), 3),
+                                                     _config_key(row["config"])))
+    for i, row in enumerate(ordered, 1):
+        row["id"] = f"C{i}"
+    return ordered, columns
+
+
+def write_matrix(root: Path) -> Path:
+    """Write root/index.html from every finished run under root."""
+    root = Path(root)
+    runs, skipped = find_runs(root)
+    rows, columns = build_matrix(runs)
+    page = _environment().get_template("matrix.html.j2").render(
+        root=str(root), rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
+        settings=list(rows[0]["config"]) if rows else [],
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    path = root / INDEX_FILE
+    tmp = path.with_name(".index.html.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path

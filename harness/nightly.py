@@ -1,0 +1,121 @@
+"""The nightly job: run every scenario marked ``nightly: true``, build the matrix, write JUnit XML.
+
+``kchaos nightly [--scenarios scenarios] [--out runs] [--junit runs/junit.xml]``
+runs each nightly scenario in its own ``kchaos run`` process (so one that
+dies cannot take the others with it), keeps each one's output in
+OUT/nightly-logs/<scenario>.log, writes the reliability matrix OUT/index.html
+and one JUnit test case per scenario. Exit code: 0 every expectation met,
+1 some expectation not met, 2 some scenario could not be run or judged.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
+from harness.matrix import write_matrix
+from harness.scenario import load_scenario
+
+RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)
+UNMET_LINE = re.compile(r"^verdict: .*$", re.MULTILINE)
+LOG_TAIL = 6000
+
+
+@dataclass
+class Outcome:
+    name: str
+    path: Path
+    code: int
+    seconds: float
+    output: str
+    run_dir: str | None = None
+
+    @property
+    def summary(self) -> str:
+        verdict = UNMET_LINE.findall(self.output)
+        if verdict:
+            return verdict[-1]
+        lines = [line for line in self.output.strip().splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit code {self.code}"
+
+
+def nightly_scenarios(folder: Path) -> tuple[list[tuple[str, Path]], list[Outcome]]:
+    """(name, path) of each scenario file marked nightly, and an error outcome for each that does not load."""
+    chosen, broken = [], []
+    for path in sorted(folder.glob("*.y*ml")):
+        try:
+            scenario = load_scenario(path, [], None)
+        except HarnessError as e:
+            broken.append(Outcome(path.stem, path, EXIT_HARNESS, 0.0, f"kchaos: {e}"))
+            continue
+        if scenario.nightly:
+            chosen.append((scenario.name, path))
+    return chosen, broken
+
+
+def run_one(name: str, path: Path, out: Path, log_dir: Path) -> Outcome:
+    """``kchaos run`` in a child process; its output goes to the console and to log_dir/<name>.log."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    lines: list[str] = []
+    with (log_dir / f"{name}.log").open("w") as log:
+        child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        assert child.stdout is not None
+        for line in child.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+            lines.append(line)
+        code = child.wait()
+    output = "".join(lines)
+    found = RUN_DIR_LINE.findall(output)
+    return Outcome(name, path, code, time.monotonic() - started, output, found[-1].strip() if found else None)
+
+
+def junit_xml(outcomes: list[Outcome]) -> ET.ElementTree:
+    failures = sum(1 for o in outcomes if o.code == EXIT_INVALID)
+    errors = sum(1 for o in outcomes if o.code not in (EXIT_VALID, EXIT_INVALID))
+    total = sum(o.seconds for o in outcomes)
+    suites = ET.Element("testsuites", name="kchaos nightly", tests=str(len(outcomes)), failures=str(failures),
+                        errors=str(errors), time=f"{total:.1f}")
+    suite = ET.SubElement(suites, "testsuite", name="kchaos.nightly", tests=str(len(outcomes)),
+                          failures=str(failures), errors=str(errors), skipped="0", time=f"{total:.1f}")
+    for o in outcomes:
+        case = ET.SubElement(suite, "testcase", classname="kchaos.nightly", name=o.name, file=str(o.path),
+                             time=f"{o.seconds:.1f}")
+        if o.code == EXIT_INVALID:
+            ET.SubElement(case, "failure", message=o.summary, type="ExpectationsNotMet").text = o.output[-LOG_TAIL:]
+        elif o.code != EXIT_VALID:
+            ET.SubElement(case, "error", message=o.summary, type=f"ExitCode{o.code}").text = o.output[-LOG_TAIL:]
+        ET.SubElement(case, "system-out").text = o.output[-LOG_TAIL:]
+    ET.indent(suites)
+    return ET.ElementTree(suites)
+
+
+def nightly(scenarios: Path, out: Path, junit: Path,
+            runner: Callable[[str, Path, Path, Path], Outcome] = run_one) -> int:
+    chosen, outcomes = nightly_scenarios(scenarios)
+    if not chosen and not outcomes:
+        raise HarnessError(f"{scenarios}: no scenario has `nightly: true`")
+    print(f"nightly: {len(chosen)} scenario(s): {', '.join(name for name, _ in chosen)}")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, path in chosen:
+        print(f"== {name} ({path})", flush=True)
+        outcomes.append(runner(name, path, out, out / "nightly-logs"))
+    matrix = write_matrix(out)
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    junit_xml(outcomes).write(junit, encoding="utf-8", xml_declaration=True)
+    for o in outcomes:
+        state = {EXIT_VALID: "ok", EXIT_INVALID: "FAILED"}.get(o.code, "ERROR")
+        print(f"{state:7} {o.name} ({o.seconds:.0f} s) {o.summary}")
+    print(f"matrix: {matrix}\njunit: {junit}")
+    if any(o.code not in (EXIT_VALID, EXIT_INVALID) for o in outcomes):
+        return EXIT_HARNESS
+    return EXIT_INVALID if any(o.code == EXIT_INVALID for o in outcomes) else EXIT_VALID
