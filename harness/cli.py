@@ -18,7 +18,7 @@ from harness.matrix import write_matrix
 from harness.nightly import nightly
 from harness.report import report_cmd
 from harness.verdict import judge
-from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, install_termination_handlers
+from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     except docker.errors.DockerException as e:
         print(f"kchaos: Docker engine error ({e}); is dockerd running? `make setup` starts it", file=sys.stderr)
     except KeyboardInterrupt:
-        print("kchaos: interrupted", file=sys.stderr)
+        print("kchaos: interrupted (SIGINT); what was started has been torn down", file=sys.stderr)
+    except Terminated as e:
+        print(f"kchaos: stopped by {e}; what was started has been torn down", file=sys.stderr)
     return EXIT_HARNESS
 
 

@@ -15,9 +15,15 @@ class HarnessError(RuntimeError):
     """The harness could not do its job: bad input, a fault not applied, a cluster never ready."""
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C so every `finally` (teardown) runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+
+
 def _terminate(signum: int, _frame: object) -> NoReturn:
-    # Turn SIGTERM/SIGHUP into an exception so that every `finally` (teardown) runs.
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
 
 
 def install_termination_handlers() -> None:

@@ -100,3 +100,27 @@ def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
     cluster_id = left[0].labels[LABEL_CLUSTER]
     assert cluster_id in remove_orphans()  # what the next `kchaos run` does first
     nothing_left(cluster_id, run / "cluster")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_harness_tears_its_cluster_down(tmp_path: Path, sig: signal.Signals,
+                                                  nothing_left: Callable[[str, Path], None]) -> None:
+    proc = subprocess.Popen([*KCHAOS, "run", "scenarios/acks1-leader-kill.yaml", *SHORT, "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = docker.from_env()
+    deadline = time.monotonic() + 300
+    cluster_id = None
+    while time.monotonic() < deadline and cluster_id is None:
+        found = list(tmp_path.glob("*/*/history/sends.jsonl"))
+        if found and found[0].stat().st_size > 0:
+            run = found[0].parent.parent
+            left = client.containers.list(all=True, filters={"label": f"{LABEL_WORKDIR}={run / 'cluster'}"})
+            cluster_id = left[0].labels[LABEL_CLUSTER] if left else None
+        time.sleep(0.5)
+    assert cluster_id is not None, "the run never started"
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr[-1000:]
+    assert stderr.strip().splitlines()[-1].startswith("kchaos: ")
+    nothing_left(cluster_id, run / "cluster")
+    assert (run / "logs" / "broker1.log").is_file()  # logs were copied out before teardown
