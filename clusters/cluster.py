@@ -199,10 +199,16 @@ class Cluster:
     def admin(self) -> AdminClient:
         """One AdminClient per cluster: it must outlive the futures it returns."""
         if self._admin is None:
+            # frequent metadata refreshes: after a fault the controller and leaders move
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers,
-                                       "socket.timeout.ms": 5000, "request.timeout.ms": 5000},
+                                       "socket.timeout.ms": 5000, "request.timeout.ms": 5000,
+                                       "topic.metadata.refresh.interval.ms": 2000},
                                       logger=logging.getLogger("rdkafka.admin"))
         return self._admin
+
+    def forget_admin(self) -> None:
+        """Drop the AdminClient; the next call makes a new one that learns the cluster afresh."""
+        self._admin = None
 
     def describe(self, timeout: float = 10) -> Any:
         """The cluster as the brokers see it: registered brokers and the controller."""
@@ -218,12 +224,22 @@ class Cluster:
                                tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
                 for p in sorted(desc.partitions, key=lambda p: p.id)]
 
-    def _partitions_from_zookeeper(self, topic: str) -> list[PartitionState]:
+    def _zookeeper(self) -> ZooKeeperMetadata:
         if self._zk is None:
             self._zk = ZooKeeperMetadata(",".join(f"{n.ip}:{config.ZK_PORT}" for n in self.zookeepers))
+        return self._zk
+
+    def registered_brokers(self) -> set[int]:
+        """Ids of the brokers the cluster counts as alive (ZooKeeper sessions in ZooKeeper mode)."""
+        if self.zookeepers:
+            return self._zookeeper().broker_ids()
+        return {n.id for n in self.describe().nodes}
+
+    def _partitions_from_zookeeper(self, topic: str) -> list[PartitionState]:
+        zk = self._zookeeper()
         states = []
-        for partition, replicas in sorted(self._zk.replicas(topic).items()):
-            leader, isr = self._zk.state(topic, partition)
+        for partition, replicas in sorted(zk.replicas(topic).items()):
+            leader, isr = zk.state(topic, partition)
             states.append(PartitionState(topic, partition, leader, tuple(replicas), tuple(isr)))
         return states
 
@@ -281,11 +297,11 @@ class Cluster:
         if node.role == "zookeeper":
             return zookeeper_mode(node.ip) in ("leader", "follower", "standalone")
         try:
-            desc = self.describe(timeout=5)
+            registered = node.node_id in self.registered_brokers()
         except ClusterError:
             return False
-        # registered in ZooKeeper comes before the listener accepts: wait for both
-        return any(n.id == node.node_id for n in desc.nodes) and tcp_open(node.ip, node.service_port)
+        # registration comes before the listener accepts connections: wait for both
+        return registered and tcp_open(node.ip, node.service_port)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until every ZooKeeper node serves and every broker is registered."""

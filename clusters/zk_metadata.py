@@ -39,6 +39,13 @@ class ZooKeeperMetadata:
             raise ClusterError(f"cannot read {path} from ZooKeeper: {type(e).__name__}") from None
         return json.loads(data)
 
+    def broker_ids(self) -> set[int]:
+        """Brokers with a live ZooKeeper session (their ephemeral registration exists)."""
+        try:
+            return {int(b) for b in self._client.get_children("/brokers/ids")}
+        except (KazooException, KazooTimeoutError) as e:
+            raise ClusterError(f"cannot list /brokers/ids in ZooKeeper: {type(e).__name__}") from None
+
     def replicas(self, topic: str) -> dict[int, list[int]]:
         assignment = self._json(f"/brokers/topics/{topic}")["partitions"]
         return {int(p): list(r) for p, r in assignment.items()}

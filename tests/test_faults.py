@@ -11,11 +11,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from clusters.cluster import Cluster, admin_result
+from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.node import Node, tcp_open
 from clusters.spec import TopicSpec
-from clusters.topics import create_topic
+from clusters.topics import create_topic, request_topic
 from faults.disk_full import DiskFullFault
 from faults.partition import PartitionFault
 from faults.pause import PauseFault
@@ -38,15 +38,11 @@ def eventually(check: Callable[[], bool], timeout_s: float, what: str) -> None:
     raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
 
 
-def registered(cluster: Cluster) -> set[int]:
-    return {n.id for n in cluster.describe(timeout=3).nodes}
-
-
 def topic_on(cluster: Cluster, broker: Node, config: dict[str, str] | None = None) -> str:
     """A one-partition topic with its only replica on ``broker``."""
     name = f"t-{uuid.uuid4().hex[:8]}"
-    new = NewTopic(name, num_partitions=1, replica_assignment=[[broker.node_id]], config=config or {})
-    admin_result(cluster.admin().create_topics([new])[name], 30, f"create {name}")
+    request_topic(cluster, NewTopic(name, num_partitions=1, replica_assignment=[[broker.node_id]],
+                                    config=config or {}))
     eventually(lambda: cluster.partitions(name)[0].leader == broker.node_id, 30, f"{name} has a leader")
     return name
 
@@ -98,12 +94,12 @@ def test_pause_past_the_session_timeout_expires_the_broker(cluster: Cluster, rep
     fault.apply([leader])
     try:
         assert leader.status == "paused"
-        eventually(lambda: leader.node_id not in registered(cluster), 30, "the frozen broker's session expires")
+        eventually(lambda: leader.node_id not in cluster.registered_brokers(), 30, "the frozen broker's session expires")
         eventually(lambda: cluster.partitions(replicated)[0].leader not in (None, leader.node_id), 30,
                    "another replica leads")
     finally:
         fault.heal([leader])
-    assert leader.running and leader.node_id in registered(cluster)
+    assert leader.running and leader.node_id in cluster.registered_brokers()
 
 
 def test_isolating_a_follower_shrinks_the_isr_and_healing_lets_it_rejoin(cluster: Cluster, replicated: str,
