@@ -18,6 +18,7 @@ from harness.matrix import write_matrix
 from harness.nightly import nightly
 from harness.report import report_cmd
 from harness.verdict import judge
+from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
 from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
 
 
@@ -35,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="check an existing run directory again")
     check.add_argument("run_dir", type=Path)
+    for command in (run, check):
+        command.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                             help="checker: spark (default, any size) or python (the reference, small runs)")
+        command.add_argument("--spark-master", metavar="URL",
+                             help="run the Spark checker on this cluster, e.g. spark://host:7077 "
+                                  "(default: SPARK_MASTER, else local mode on every core)")
 
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
     report.add_argument("run_dir", type=Path)
@@ -66,12 +73,12 @@ def dispatch(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, args.overrides, args.seed)
         outcome = run_scenario(scenario, args.out)
         print(f"run directory: {outcome.run_dir}")
-        code = judge(outcome.run_dir)
+        code = judge(outcome.run_dir, args.engine, args.spark_master)
         if outcome.harness_error:
             raise HarnessError(outcome.harness_error)
         return code
     if args.command == "check":
-        return judge(args.run_dir)
+        return judge(args.run_dir, args.engine, args.spark_master)
     if args.command == "report":
         return report_cmd(args.run_dir)
     if args.command == "matrix":

@@ -11,10 +11,11 @@ from typing import Any
 import yaml
 
 from checkers.history import HistoryError
-from checkers.reference import check_run, write_results
+from checkers.reference import write_results
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
 from harness.expect import unmet
 from harness.report import write_report
+from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 
 SUMMARY = ("acked", "failed", "indeterminate", "lost", "lost_after_read", "duplicated", "unexpected",
            "failed_but_present", "divergent", "reordered", "consumer_skipped", "consumer_redelivered")
@@ -31,12 +32,15 @@ def resolved_scenario(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def judge(run_dir: Path) -> int:
-    """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 cannot judge."""
+def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None = None) -> int:
+    """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 cannot judge.
+
+    ``engine`` is "spark" (the default) or "python" (the reference); ``spark_master`` a Spark cluster URL.
+    """
     if not (run_dir / "history").is_dir():
         raise HarnessError(f"{run_dir}: no history/ folder, not a kchaos run directory")
     try:
-        results = check_run(run_dir)
+        results = check_run_with(engine, run_dir, spark_master)
     except HistoryError as e:
         raise HarnessError(str(e)) from None
     write_results(run_dir, results)

@@ -1,0 +1,245 @@
+"""Benchmark the Spark checker (and the reference, while it fits) on synthetic histories of N million sends.
+
+    .venv/bin/python benchmarks/spark_checker.py --millions 1 10 50 [--dir /tmp/kchaos-bench] [--keep]
+
+For each N it writes a run directory with N million sends, a live read and a
+final read of every acknowledged one, the final-read and committed events of
+every partition, and a sprinkling of every anomaly (lost, lost after a read,
+duplicated, divergent, unexpected and foreign values, failed but present,
+in-doubt sends found and not, reordered acks, redelivered and skipped
+messages). The JSON lines are written by Spark itself (``to_json`` on
+generated columns, then the part files concatenated in order), which is
+about as fast as the disk.
+
+Each measurement runs in a fresh child process, so that its peak memory is
+its own: for Spark the driver JVM's peak resident set (in local mode the
+executors live in it) and the time to start the session apart from the
+check; for the reference the Python process's peak. The reference is only
+run up to ``--python-max-millions`` (default 2): it holds every send and
+read as Python tuples, over a gigabyte per million sends with their reads,
+and takes minutes per million on this kind of machine.
+
+The generated data is deleted afterwards unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PRODUCERS = 8
+PARTITIONS = 12
+TOPIC = "chaos"
+GROUP = "chaos-app"
+
+
+# --- generating a history -----------------------------------------------------------------------
+
+
+def generate(run: Path, millions: float) -> dict[str, int]:
+    """Write RUN/history/*.jsonl for ``millions`` million sends; returns the line counts."""
+    from pyspark.sql import SparkSession, functions as F
+
+    from spark_analysis.session import jvm_output_to, spark_conf, spark_log_path
+
+    n = int(millions * 1_000_000)
+    history = run / "history"
+    if history.exists():
+        shutil.rmtree(history)
+    history.mkdir(parents=True)
+    builder = SparkSession.builder
+    for key, value in spark_conf("local[*]").items():
+        builder = builder.config(key, value)
+    with jvm_output_to(spark_log_path()):
+        spark = builder.config("spark.app.name", "kchaos-bench-generate").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        ids = spark.range(0, n, numPartitions=max(4, n // 2_000_000))
+        # Message id i: producer p(i % 8), seq i // 8, partition i % 12 at offset i // 12, so that each
+        # producer's seqs and offsets grow together in every partition (no reorder unless planted).
+        base = ids.selectExpr(
+            "id",
+            f"concat('p', CAST(id % {PRODUCERS} AS STRING)) AS producer",
+            f"id DIV {PRODUCERS} AS seq",
+            f"id % {PARTITIONS} AS part",
+            f"id DIV {PARTITIONS} AS off",
+            """CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'info' ELSE 'ok' END AS status""",
+        )
+        sends = base.selectExpr(
+            "id",
+            "to_json(named_struct("
+            "'producer', producer, 'seq', seq, 'topic', '" + TOPIC + "', 'key', CAST(seq AS STRING),"
+            " 'partition', CASE WHEN status = 'info' AND id % 2000 = 13 THEN NULL ELSE part END,"
+            # reordered: a few acks sit below an earlier seq's offset of the same producer and partition
+            " 'offset', CASE WHEN status <> 'ok' THEN NULL WHEN id % 1000003 = 101 THEN off - 24 ELSE off END,"
+            " 'status', status, 'error', CASE WHEN status = 'ok' THEN NULL ELSE 'timed out' END,"
+            " 'invoke_ns', id * 1000, 'complete_ns', id * 1000 + 5000000), map('ignoreNullFields', 'false')) AS j",
+        )
+        written = base.filter("status = 'ok' OR (status = 'fail' AND id % 7000 = 7) OR (status = 'info' AND id % 2000 = 13)")
+        live = written.filter("id % 300007 <> 9").selectExpr(  # the rest: skipped below the commit
+            "id",
+            f"to_json(named_struct('consumer', concat('c', CAST(id % 4 AS STRING)), 'group', '{GROUP}',"
+            f" 'phase', 'live', 'topic', '{TOPIC}', 'partition', part, 'offset', off, 'producer', producer,"
+            " 'seq', seq, 'time_ns', id * 1000 + 9000000)) AS j",
+        )
+        redelivered = live.filter("id % 50021 = 0")
+        final = written.filter("id % 100003 <> 5").selectExpr(  # the rest: lost (read live first)
+            "id", "part", "off",
+            """CASE WHEN id % 200003 = 11 THEN 'p9' ELSE producer END AS producer""",  # divergent + unexpected
+            "seq",
+        )
+        duplicates = written.filter("id % 100019 = 3").selectExpr(
+            "id", "part", f"off + {n} AS off", "producer", "seq")  # a second position, past every real offset
+        foreign = spark.range(0, max(1, n // 1_000_000)).selectExpr(
+            "id", f"id % {PARTITIONS} AS part", f"{2 * n} + id AS off", "CAST(NULL AS STRING) AS producer",
+            "CAST(NULL AS BIGINT) AS seq")
+        finals = final.unionByName(duplicates).unionByName(foreign).selectExpr(
+            "part", "off",
+            f"to_json(named_struct('consumer', 'final-reader', 'group', CAST(NULL AS STRING), 'phase', 'final',"
+            f" 'topic', '{TOPIC}', 'partition', part, 'offset', off, 'producer', producer, 'seq', seq,"
+            " 'time_ns', off), map('ignoreNullFields', 'false')) AS j",
+        )
+        counts = {"sends": n}
+        # spark.range hands each task a contiguous run of ids, so the parts come out in id order unsorted
+        _write_lines(sends.select("j"), history / "sends.jsonl", run / "tmp-sends")
+        _write_lines(live.unionByName(redelivered).select("j"), history / "reads.jsonl", run / "tmp-live")
+        _write_lines(finals.select("j"), history / "reads.jsonl", run / "tmp-final", append=True)
+        high = {r["part"]: r["high"] for r in base.filter("status = 'ok'").groupBy("part")
+                .agg(F.max("off").alias("high")).collect()}
+        with (history / "events.jsonl").open("w") as f:
+            for p in range(PARTITIONS):
+                hw = int(high.get(p, -1)) + 1
+                f.write(json.dumps({"kind": "committed", "group": GROUP, "topic": TOPIC, "partition": p,
+                                    "offset": hw, "time_ns": 1}) + "\n")
+                f.write(json.dumps({"kind": "final-read", "topic": TOPIC, "partition": p, "high_watermark": hw,
+                                    "complete": True, "time_ns": 2}) + "\n")
+        counts["reads"] = sum(1 for _ in (history / "reads.jsonl").open("rb"))
+        (run / "scenario.yaml").write_text("name: bench\nworkload:\n  producers:\n    config:\n"
+                                           "      enable.idempotence: true\n")
+        return counts
+    finally:
+        spark.stop()
+
+
+def _write_lines(df: Any, target: Path, tmp: Path, append: bool = False) -> None:
+    """Write one JSON document per row, in order, to ``target`` (Spark writes parts; they are concatenated)."""
+    df.write.mode("overwrite").text(str(tmp))
+    with target.open("ab" if append else "wb") as out:
+        for part in sorted(tmp.glob("part-*")):
+            with part.open("rb") as f:
+                shutil.copyfileobj(f, out, 16 * 2 ** 20)
+    shutil.rmtree(tmp)
+
+
+# --- measuring ----------------------------------------------------------------------------------
+
+
+def vm_hwm_bytes(pid: int) -> int:
+    """Peak resident set of a process (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure_spark(run: Path) -> dict[str, Any]:
+    from spark_analysis.checker import check_run
+    from spark_analysis.session import jvm_pid, spark_session
+
+    started = time.perf_counter()
+    size = sum(f.stat().st_size for f in (run / "history").iterdir())
+    spark = spark_session(history_bytes=size)
+    session_s = time.perf_counter() - started
+    pid = jvm_pid(spark)
+    started = time.perf_counter()
+    results = check_run(run, spark)
+    check_s = time.perf_counter() - started
+    peak = vm_hwm_bytes(pid)
+    spark.stop()
+    return {"session_s": session_s, "check_s": check_s, "peak_rss": peak,
+            "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "counts": results["counts"], "valid": results["valid"]}
+
+
+def measure_python(run: Path) -> dict[str, Any]:
+    from checkers.reference import check_run
+
+    started = time.perf_counter()
+    results = check_run(run)
+    check_s = time.perf_counter() - started
+    return {"session_s": 0.0, "check_s": check_s,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "counts": results["counts"], "valid": results["valid"]}
+
+
+def in_child(engine: str, run: Path) -> dict[str, Any]:
+    """Measure in a fresh process, so that its memory peak and start-up are its own."""
+    proc = subprocess.run([sys.executable, __file__, "--measure", engine, str(run)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{engine} on {run} failed: {proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--millions", type=float, nargs="+", default=[1.0, 10.0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/kchaos-bench"))
+    parser.add_argument("--python-max-millions", type=float, default=2.0,
+                        help="run the reference only up to this size (memory and time grow past usefulness)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated histories")
+    parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "RUN"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        engine, run = args.measure
+        print(json.dumps((measure_spark if engine == "spark" else measure_python)(Path(run))))
+        return 0
+
+    print(f"{'sends':>8} {'reads':>8} {'engine':>6} {'start s':>8} {'check s':>8} {'sends/s':>10} "
+          f"{'lines/s':>10} {'peak RSS':>9}  anomalies", flush=True)
+    try:
+        for millions in args.millions:
+            run = args.dir / f"{millions:g}M"
+            started = time.perf_counter()
+            lines = generate(run, millions)
+            size = sum(f.stat().st_size for f in (run / "history").iterdir())
+            print(f"# {millions:g}M: generated {lines['sends']:,} sends and {lines['reads']:,} reads "
+                  f"({size / 2 ** 30:.1f} GiB) in {time.perf_counter() - started:.0f} s", flush=True)
+            engines = ["spark"] + (["python"] if millions <= args.python_max_millions else [])
+            results = {}
+            for engine in engines:
+                m = in_child(engine, run)
+                results[engine] = m
+                total = lines["sends"] + lines["reads"]
+                found = {k: v for k, v in m["counts"].items() if v and k not in (
+                    "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
+                print(f"{lines['sends'] / 1e6:>7.1f}M {lines['reads'] / 1e6:>7.1f}M {engine:>6} "
+                      f"{m['session_s']:>8.1f} {m['check_s']:>8.1f} {lines['sends'] / m['check_s']:>10,.0f} "
+                      f"{total / m['check_s']:>10,.0f} {m['peak_rss'] / 2 ** 30:>7.2f}G  {found}", flush=True)
+            if "python" in results:
+                same = results["python"]["counts"] == results["spark"]["counts"]
+                print(f"# {millions:g}M: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
+            if not args.keep:
+                shutil.rmtree(run)
+            if millions > args.python_max_millions and millions == min(
+                    m for m in args.millions if m > args.python_max_millions):
+                print(f"# python engine skipped above {args.python_max_millions:g}M sends: it keeps every line as "
+                      "Python tuples in one process (see --python-max-millions)", flush=True)
+    finally:
+        if not args.keep and args.dir.exists() and not any(args.dir.iterdir()):
+            args.dir.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Which checker judges a run: the one place that chooses between the Spark checker and the reference.
+
+``kchaos run`` and ``kchaos check`` default to Spark, which scales to the tens
+of millions of messages of a nightly run; ``--engine python`` runs the
+pure-Python reference, quicker to start for a small run and the oracle the
+Spark checker is tested against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from checkers.history import HistoryError
+
+ENGINES = ("spark", "python")
+DEFAULT_ENGINE = "spark"
+
+
+class SparkCheckError(HistoryError):
+    """Spark itself failed (no Java, a cluster that cannot be reached, a job that died): the run cannot be judged."""
+
+
+def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
+    """results.json for ``run_dir`` from the chosen engine; ``spark_master`` only matters for Spark."""
+    if engine == "python":
+        from checkers.reference import check_run
+
+        return check_run(run_dir)
+    if engine != "spark":
+        raise ValueError(f"unknown checker engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    from spark_analysis.checker import check_run as spark_check_run
+    from spark_analysis.session import spark_log_path
+
+    try:
+        return spark_check_run(run_dir, spark_master=spark_master)
+    except HistoryError:
+        raise
+    except Exception as e:  # Py4J, PySpark and Java errors carry pages of stack trace: keep the first line
+        if not _from_spark(e):
+            raise
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise SparkCheckError(f"the Spark checker failed: {first[:300]} (JVM log: {spark_log_path()})") from None
+
+
+def _from_spark(error: BaseException) -> bool:
+    module = type(error).__module__ or ""
+    return module.startswith(("pyspark", "py4j")) or isinstance(error, (ConnectionError, RuntimeError))

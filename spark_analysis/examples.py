@@ -1,0 +1,196 @@
+"""Up to 20 examples per anomaly, chosen and shown exactly as the reference checker does.
+
+The choice: per anomaly the smallest findings, messages by (producer, seq[,
+group]) first, then positions by (topic, partition, offset). All anomalies
+are tagged in one pass over the message and position tables and ranked with
+one window (Spark keeps only the top 20 of each anomaly per task before the
+shuffle), so the driver receives at most 20 rows per anomaly.
+
+The showing: an example's send is the winning send line; its reads are its
+first ten reads in file order; a divergent or foreign position shows an ack
+there that some read there contradicts, else any ack there, smallest
+(producer, seq) first. These few lines are found by their position keys and
+fetched from the text files by one filtered scan, then parsed with the
+reference's own line parser, so each example holds the whole line, unknown
+fields included.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from checkers.anomalies import ANOMALIES
+from checkers.history import parse_json_line
+from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
+
+from spark_analysis.reader import FileRead, text_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Msg = tuple[str, int]
+Pos = tuple[str, int, int]
+
+# Message anomalies flagged by a boolean column of the message table.
+FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "unknown")
+
+
+def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None") -> "DataFrame":
+    """Every finding as one row: anomaly, kind (0 message, 1 position), sort key (s1, n1, s2, n2), send_key."""
+    flags = ", ".join(f"named_struct('a', '{a}', 'on', {a}, 'g', CAST(NULL AS STRING))" for a in FLAGGED)
+    msg = messages.selectExpr(
+        "producer", "seq", "send_key",
+        f"""explode(concat(
+                filter(array({flags}), x -> x.on),
+                transform(skipped, g -> named_struct('a', 'consumer_skipped', 'on', true, 'g', g)),
+                transform(redelivered, g -> named_struct('a', 'consumer_redelivered', 'on', true, 'g', g)))) AS x""",
+    ).selectExpr("x.a AS anomaly", "0 AS kind", "producer AS s1", "seq AS n1", "x.g AS s2",
+                 "CAST(NULL AS BIGINT) AS n2", "send_key")
+    pos = positions.filter("divergent OR foreign").selectExpr(
+        "topic", "`partition`", "`offset`",
+        """explode(concat(CASE WHEN divergent THEN array('divergent') ELSE array() END,
+                          CASE WHEN foreign THEN array('unexpected') ELSE array() END)) AS anomaly""",
+    ).selectExpr("anomaly", "1 AS kind", "topic AS s1", "`partition` AS n1", "CAST(NULL AS STRING) AS s2",
+                 "`offset` AS n2", "CAST(NULL AS BIGINT) AS send_key")
+    found = msg.unionByName(pos)
+    if reordered is not None:
+        found = found.unionByName(reordered.selectExpr(
+            "'reordered' AS anomaly", "0 AS kind", "producer AS s1", "seq AS n1", "CAST(NULL AS STRING) AS s2",
+            "CAST(NULL AS BIGINT) AS n2", "send_key"))
+    return found
+
+
+def smallest(found: "DataFrame") -> dict[str, list[dict[str, Any]]]:
+    """The 20 smallest findings of each anomaly, messages before positions (the reference's choose_examples)."""
+    from pyspark.sql import Window, functions as F
+
+    rank = Window.partitionBy("anomaly").orderBy("kind", "s1", "n1", "s2", "n2")
+    rows = (found.withColumn("_rank", F.row_number().over(rank))
+            .filter(F.col("_rank") <= MAX_EXAMPLES).drop("_rank").collect())
+    chosen: dict[str, list[dict[str, Any]]] = {a: [] for a in ANOMALIES}
+    for row in rows:
+        chosen[row["anomaly"]].append(row.asDict())
+    for findings in chosen.values():
+        findings.sort(key=lambda r: (r["kind"], r["s1"], r["n1"], r["s2"] or "", r["n2"] or 0))
+    return chosen
+
+
+def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], reads: "DataFrame",
+             acks: "DataFrame", sends_file: FileRead, reads_file: FileRead | None) -> dict[str, list[dict[str, Any]]]:
+    """The examples of results.json for the chosen findings, with their whole send and read lines."""
+    wanted_msgs = {(r["s1"], r["n1"]) for rs in chosen.values() for r in rs if r["kind"] == 0}
+    wanted_pos = {(r["s1"], r["n1"], r["n2"]) for rs in chosen.values() for r in rs if r["kind"] == 1}
+    msg_send = {(r["s1"], r["n1"]): r["send_key"] for rs in chosen.values() for r in rs
+                if r["kind"] == 0 and r["send_key"] is not None}
+    msg_reads, pos_reads, pos_msgs, pos_acks = _lookups(spark, reads, acks, wanted_msgs, wanted_pos)
+    pos_send = _acks_at(pos_acks, pos_msgs)
+
+    send_keys = set(msg_send.values()) | set(pos_send.values())
+    read_keys = {k for ks in (*msg_reads.values(), *pos_reads.values()) for k in ks}
+    if reads_file is None:
+        [send_lines], read_lines = fetch_lines(spark, [sends_file], [send_keys]), {}
+    else:
+        send_lines, read_lines = fetch_lines(spark, [sends_file, reads_file], [send_keys, read_keys])
+
+    def message_example(r: dict[str, Any]) -> dict[str, Any]:
+        msg = (r["s1"], r["n1"])
+        example: dict[str, Any] = {"producer": r["s1"], "seq": r["n1"]}
+        if r["s2"] is not None:
+            example["group"] = r["s2"]
+        example["send"] = send_lines.get(msg_send[msg]) if msg in msg_send else None
+        example["reads"] = [read_lines[k] for k in msg_reads.get(msg, []) if k in read_lines]
+        return example
+
+    def position_example(r: dict[str, Any], anomaly: str) -> dict[str, Any]:
+        pos = (r["s1"], r["n1"], r["n2"])
+        head = {"producer": None, "seq": None} if anomaly == "unexpected" else {}
+        return {**head, "topic": pos[0], "partition": pos[1], "offset": pos[2],
+                "send": send_lines.get(pos_send[pos]) if pos in pos_send else None,
+                "reads": [read_lines[k] for k in pos_reads.get(pos, []) if k in read_lines]}
+
+    return {a: [message_example(r) if r["kind"] == 0 else position_example(r, a) for r in chosen[a]]
+            for a in ANOMALIES}
+
+
+def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs: set[Msg], positions: set[Pos]) \
+        -> tuple[dict[Msg, list[int]], dict[Pos, list[int]], dict[Pos, set[Msg | None]], list[tuple[Pos, Msg, int]]]:
+    """In one job: each wanted message's first ten reads, each wanted position's first ten reads, the
+    messages read at each wanted position (None: foreign) and the acks there (position, message, send key).
+
+    Reads come back as position keys, in file order.
+    """
+    from pyspark.sql import Window, functions as F
+
+    parts: list[DataFrame] = []
+    if msgs:
+        keys = spark.createDataFrame(sorted(msgs), "producer string, seq bigint")
+        first = Window.partitionBy("producer", "seq").orderBy("_key")
+        parts.append(reads.join(F.broadcast(keys), ["producer", "seq"], "left_semi")
+                     .withColumn("_n", F.row_number().over(first)).filter(F.col("_n") <= MAX_EXAMPLE_READS)
+                     .selectExpr("'m' AS tag", "topic", "`partition`", "`offset`", "producer", "seq", "_key", "_n"))
+    if positions:
+        keys = spark.createDataFrame(sorted(positions), "topic string, `partition` bigint, `offset` bigint")
+        at = ["topic", "partition", "offset"]
+        first = Window.partitionBy(*at).orderBy("_key")
+        first_of_value = Window.partitionBy(*at, "producer", "seq").orderBy("_key")
+        parts.append(reads.join(F.broadcast(keys), at, "left_semi")
+                     .withColumn("_n", F.row_number().over(first))
+                     .withColumn("_v", F.row_number().over(first_of_value))
+                     .filter(f"_n <= {MAX_EXAMPLE_READS} OR _v = 1")
+                     .selectExpr("'p' AS tag", "topic", "`partition`", "`offset`", "producer", "seq", "_key", "_n"))
+        parts.append(acks.join(F.broadcast(keys), at, "left_semi")
+                     .selectExpr("'a' AS tag", "topic", "`partition`", "`offset`", "producer", "seq",
+                                 "send_key AS _key", "0 AS _n"))
+    rows = []
+    if parts:
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        rows = sorted(union.collect(), key=lambda r: (r["tag"], r["_key"]))
+    msg_reads: dict[Msg, list[int]] = defaultdict(list)
+    pos_reads: dict[Pos, list[int]] = defaultdict(list)
+    pos_msgs: dict[Pos, set[Msg | None]] = defaultdict(set)
+    pos_acks: list[tuple[Pos, Msg, int]] = []
+    for r in rows:
+        pos = (r["topic"], r["partition"], r["offset"])
+        msg = None if r["producer"] is None else (r["producer"], r["seq"])
+        if r["tag"] == "m":
+            msg_reads[msg].append(r["_key"])  # type: ignore[index]
+        elif r["tag"] == "p":
+            pos_msgs[pos].add(msg)
+            if r["_n"] <= MAX_EXAMPLE_READS:
+                pos_reads[pos].append(r["_key"])
+        else:
+            pos_acks.append((pos, msg, r["_key"]))  # type: ignore[arg-type]
+    return msg_reads, pos_reads, pos_msgs, pos_acks
+
+
+def _acks_at(acks: list[tuple[Pos, Msg, int]], read_there: dict[Pos, set[Msg | None]]) -> dict[Pos, int]:
+    """Send key of the ack to show at each position: one a read there contradicts, else the smallest message."""
+    best: dict[Pos, tuple[tuple[bool, Msg], int]] = {}
+    for pos, msg, send_key in acks:
+        if pos not in read_there:
+            continue
+        rank = (read_there[pos] <= {msg}, msg)  # False (contradicted) sorts first
+        if pos not in best or rank < best[pos][0]:
+            best[pos] = (rank, send_key)
+    return {pos: key for pos, (_, key) in best.items()}
+
+
+def fetch_lines(spark: "SparkSession", files: list[FileRead], keys: list[set[int]]) -> list[dict[int, dict[str, Any]]]:
+    """The whole lines with these position keys, file by file, parsed as the reference parses them (one job)."""
+    from pyspark.sql import functions as F
+
+    parts = [text_lines(spark, f.path).filter(F.col("_key").isin(sorted(ks)))
+             .selectExpr(f"{i} AS file", "_key", "CAST(value AS binary) AS raw")
+             for i, (f, ks) in enumerate(zip(files, keys)) if ks]
+    found: list[dict[int, dict[str, Any]]] = [{} for _ in files]
+    if not parts:
+        return found
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    for r in union.collect():
+        found[r["file"]][r["_key"]] = parse_json_line(bytes(r["raw"]))
+    return found

@@ -1,0 +1,173 @@
+"""The SparkSession the checker runs on: local on all cores by default, or an existing Spark cluster.
+
+Why these settings (a 2-core, 24 GB machine is the baseline; see DESIGN.md):
+
+- ``spark.driver.memory`` 3g: in local mode the executor lives inside the
+  driver JVM, so this is the whole checker; 10 million sends with their reads
+  fit (the parsed history is cached compressed and spills to disk), and the
+  process stays under 4 GB.
+- ``spark.sql.shuffle.partitions`` 4 x cores with adaptive execution: big
+  enough that one shuffle partition of a 50-million-send history stays well
+  inside the heap, and adaptive execution coalesces them for small histories
+  so a check of a thousand messages does not run hundreds of tiny tasks.
+- No web UI, no console progress bars, no Hive catalog: faster start-up, no
+  ports opened, nothing on the console but the verdict. Log4j is set to
+  ERROR and whatever the JVM still prints goes to a log file, not the
+  terminal (``SPARK_LOG``).
+- Everything binds to 127.0.0.1 (the driver, and the block manager it opens)
+  in local mode and for a cluster on this machine; a remote cluster's
+  executors must reach the driver, so there Spark's own choice (or
+  SPARK_LOCAL_IP) stands.
+- A small history (under 64 MB, known before the JVM starts) gets a JVM that
+  compiles with C1 only and Spark expressions evaluated without generated
+  code: most of a small check is warming up the JIT and compiling generated
+  Java, which this roughly halves; adaptive execution is off too, as
+  re-planning every stage costs more than it saves on a few thousand lines.
+  Big histories keep all three, since they pay back many times.
+
+``spark_master`` (or the SPARK_MASTER environment variable) points the same job
+at a standalone cluster, e.g. ``spark://127.0.0.1:7077``; the cluster's
+executors must see the run directory at the same path as the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:  # pyspark is imported only when the Spark engine is used: it is slow to import
+    from pyspark.sql import SparkSession
+
+DRIVER_MEMORY = "3g"
+SMALL_HISTORY = 64 * 2 ** 20  # bytes of JSON lines
+APP_NAME = "kchaos-check"
+
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+
+def spark_log_path() -> Path:
+    """Where the JVM's own console output goes (SPARK_LOG, else one file per user in the temp folder)."""
+    configured = os.environ.get("SPARK_LOG")
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / f"kchaos-spark-{os.getuid()}.log"
+
+
+def master_url(spark_master: str | None = None) -> str:
+    """The --spark-master argument, else SPARK_MASTER, else local mode on every core."""
+    return spark_master or os.environ.get("SPARK_MASTER") or "local[*]"
+
+
+def local_cores(master: str) -> int:
+    """Cores the job can use, to size the shuffle: local[N], local[*], or the machine's for a cluster."""
+    if master.startswith("local[") and master.endswith("]"):
+        inside = master[len("local["):-1].split(",")[0]
+        if inside.isdigit():
+            return max(1, int(inside))
+    return os.cpu_count() or 2
+
+
+def on_this_machine(master: str) -> bool:
+    """Local mode, or a cluster whose master listens on the loopback interface."""
+    if master.startswith("local"):
+        return True
+    host = master.split("://", 1)[-1].split(":", 1)[0].split(",", 1)[0]
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def spark_conf(master: str, small: bool = False) -> dict[str, str]:
+    """The configuration the checker's session is built with (see the module docstring for why)."""
+    log4j = Path(tempfile.gettempdir()) / f"kchaos-spark-log4j2-{os.getuid()}.properties"
+    if not log4j.is_file() or log4j.read_text() != LOG4J2:
+        log4j.write_text(LOG4J2)
+    cores = local_cores(master)
+    driver_options = f"-Dlog4j2.configurationFile=file:{log4j}" + (" -XX:TieredStopAtLevel=1" if small else "")
+    partitions = str(2 * cores if small else max(8, 4 * cores))
+    conf = {
+        "spark.master": master,
+        "spark.app.name": APP_NAME,
+        "spark.driver.memory": DRIVER_MEMORY,
+        "spark.driver.extraJavaOptions": driver_options,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.initialPartitionNum": partitions,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if on_this_machine(master):  # a remote cluster's executors must reach the driver at a routable address
+        conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if small:  # adaptive execution re-plans every stage: for a few thousand lines that is most of the work
+        conf["spark.sql.adaptive.enabled"] = "false"
+        conf["spark.sql.codegen.wholeStage"] = "false"
+        conf["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
+    return conf
+
+
+def spark_session(spark_master: str | None = None, history_bytes: int | None = None) -> "SparkSession":
+    """The active session if there is one (tests share one), else a new one configured for the checker.
+
+    ``history_bytes``, the size of the history to check, sizes the JVM for it
+    (unknown: sized for a big one).
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    master = master_url(spark_master)
+    builder = SparkSession.builder
+    small = history_bytes is not None and history_bytes < SMALL_HISTORY
+    for key, value in spark_conf(master, small).items():
+        builder = builder.config(key, value)
+    if on_this_machine(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with jvm_output_to(spark_log_path()):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def jvm_output_to(log: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``log`` while the JVM starts, so it inherits them.
+
+    The JVM prints warnings (incubator modules, native Hadoop) before any
+    log configuration applies; the Python process gets its own console back
+    as soon as the gateway is up.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with log.open("ab") as sink:
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def jvm_pid(spark: "SparkSession") -> int:
+    """The driver JVM's process id (for its peak memory)."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]

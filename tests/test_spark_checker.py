@@ -1,0 +1,452 @@
+"""The Spark checker against the reference checker: the same results.json on every history.
+
+Two kinds of evidence, both on one shared local SparkSession:
+
+- the hand-made histories of tests/test_checker_reference.py (one per
+  anomaly, plus the reader's edge cases), where Spark must give exactly the
+  reference's results, or raise exactly its HistoryError;
+- generated histories (hypothesis) with every anomaly planted, overlapping
+  (a message duplicated and divergent, lost messages in partitions whose final
+  read was incomplete, in-doubt sends found and not found, repeated send lines,
+  foreign values, cut-short runs, missing files, a cut-off last line), where
+  every count, ``valid``, every note and every example must agree.
+
+Some cases also run with the files split into many tiny blocks, so that the
+position keys, line numbers and "first reads in file order" are exercised
+across Spark tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers import reference
+from checkers.anomalies import COUNTS
+from checkers.history import HistoryError
+from spark_analysis import checker as spark_checker
+from spark_analysis.judge import sql_conf
+from spark_analysis.session import spark_session
+from test_checker_reference import clean, committed, final_read, make_run, read, send, write_jsonl
+
+TOPIC = "t"
+PROMISES = {
+    "none": None,
+    "ordered": "name: s\nworkload:\n  producers:\n    config:\n      max.in.flight.requests.per.connection: 1\n",
+    "idempotent": "name: s\nworkload:\n  producers:\n    config:\n      enable.idempotence: true\n",
+}
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_session("local[2]", history_bytes=0)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def tiny_blocks(spark: Any) -> Iterator[None]:
+    """Split every file into blocks of a few lines, so that one file is read by many tasks."""
+    with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "300"), \
+            sql_conf(spark, "spark.sql.files.openCostInBytes", "1"):
+        yield
+
+
+def agree(spark: Any, run: Path) -> dict[str, Any]:
+    """Both checkers on one run directory: the same results (or the same HistoryError); the results."""
+    try:
+        expected = reference.check_run(run)
+    except HistoryError as e:
+        with pytest.raises(HistoryError) as error:
+            spark_checker.check_run(run, spark)
+        assert str(error.value) == str(e)
+        return {}
+    got = spark_checker.check_run(run, spark)
+    assert got.pop("checker") == "spark"
+    assert expected.pop("checker") == "python"
+    assert got["counts"] == expected["counts"]
+    assert got["valid"] == expected["valid"]
+    assert got["notes"] == expected["notes"]
+    for anomaly, examples in expected["examples"].items():
+        assert got["examples"][anomaly] == examples, anomaly
+    assert got == expected
+    return got
+
+
+def run_dir(tmp_path: Path, scenario: str | None = None, **history: Any) -> Path:
+    return make_run(tmp_path, scenario=scenario, **history)
+
+
+# --- the reference's hand-made histories -------------------------------------------------------------
+
+
+def _with(base: dict[str, list], sends: list | None = None, reads: list | None = None,
+          events: list | None = None) -> dict[str, list]:
+    h = {k: list(v) for k, v in base.items()}
+    h["sends"] += sends or []
+    h["reads"] += reads or []
+    if events is not None:
+        h["events"] = events
+    return h
+
+
+def _skipped() -> dict[str, list]:
+    h = clean(5)
+    h["reads"] = [r for r in h["reads"] if not (r["phase"] == "live" and r["seq"] in (1, 4))]
+    h["events"] = [final_read(high_watermark=5), committed(4)]
+    return h
+
+
+CASES: dict[str, dict[str, list]] = {
+    "clean": clean(),
+    "lost": _with(clean(), sends=[send("p0", 3)]),
+    "lost_after_read": _with(clean(), sends=[send("p0", 3)], reads=[read("p0", 3, 3, phase="live")]),
+    "duplicated": _with(clean(), reads=[read("p0", 1, 7), read("p0", 1, 7), read("p0", 2, 8)]),
+    "same_position_twice": _with(clean(), reads=[read("p0", 1, 1)]),
+    "unexpected": _with(clean(), reads=[read("ghost", 0, 5, phase="live"), read("ghost", 0, 5),
+                                        read("ghost", 1, 6), read(None, None, 9)]),
+    "failed_but_present": _with(clean(), sends=[send("p0", 3, status="fail"), send("p0", 4, status="fail")],
+                                reads=[read("p0", 3, 3)]),
+    "divergent": _with(clean(), sends=[send("p1", 0, offset=1)],
+                       reads=[read("p1", 0, 1), read("p0", 2, 2, phase="live", group="h"),
+                              read("p1", 9, 2, phase="live", group="h")]),
+    "divergent_ack_alone": _with(clean(), sends=[send("p1", 0, offset=2)]),
+    "reordered": {
+        "sends": [send("p0", 0, offset=0), send("p0", 1, offset=2), send("p0", 2, offset=1),
+                  send("p1", 0, offset=3), send("p0", 3, partition=1, offset=0)],
+        "reads": [read("p0", 0, 0), read("p0", 2, 1), read("p0", 1, 2), read("p1", 0, 3),
+                  read("p0", 3, 0, partition=1)],
+        "events": [final_read(0, high_watermark=4), final_read(1, high_watermark=1)],
+    },
+    "consumer_skipped": _skipped(),
+    "committed_elsewhere": _with(clean(), events=[final_read(high_watermark=3), committed(3, group="other"),
+                                                  committed(3, group="other", partition=5)]),
+    "redelivered": _with(clean(), reads=[read("p0", 0, 0, phase="live", consumer="c1"),
+                                         read("p0", 0, 0, phase="live", consumer="c1"),
+                                         read("p0", 1, 1, phase="live", group="other")]),
+    "unknown": _with(clean(), sends=[send("p0", 3, status="info", partition=None),
+                                     send("p0", 4, status="info", partition=None),
+                                     send("p0", 5, status="info", partition=0)], reads=[read("p0", 4, 3)]),
+    "twenty_smallest": {"sends": [send("p0", i) for i in range(30)], "reads": [],
+                        "events": [final_read(high_watermark=30)]},
+    "ten_reads": _with(clean(1), reads=[read("p0", 0, 0, phase="live", consumer=f"c{i}") for i in range(1, 15)]),
+    "incomplete_partition": {
+        "sends": [send("p0", 0), send("p0", 1), send("p1", 0, partition=1, offset=0),
+                  send("p1", 1, partition=1, offset=1)],
+        "reads": [read("p0", 0, 0), read("p1", 0, 0, partition=1)],
+        "events": [final_read(0, complete=False, high_watermark=2), final_read(1, high_watermark=2)],
+    },
+    "repeated_sends": _with(clean(), sends=[send("p0", 1, status="info", partition=None),
+                                            send("p0", 3, status="fail"), send("p0", 3)]),
+    "no_final_read_event": _with(clean(), sends=[send("p0", 3, partition=2)]),
+    "later_complete_wins": _with(clean(), events=[final_read(complete=False), final_read(complete=True)]),
+    "cut_short": {"sends": clean()["sends"], "reads": [read("p0", 0, 0, phase="live")],
+                  "events": [{"kind": "fault", "fault": "kill", "targets": ["kafka-1"], "start_ns": 5}]},
+    "ack_without_partition": _with(clean(), sends=[{**send("p0", 3), "partition": None},
+                                                   {**send("p0", 4), "partition": None}],
+                                   reads=[read("p0", 3, 0, partition=1)],
+                                   events=[final_read(high_watermark=3), committed(3),
+                                           final_read(1, high_watermark=1)]),
+    "live_without_group": _with(clean(), sends=[send("p0", 3)],
+                                reads=[{**read("p0", 3, 3, phase="live"), "group": None}] * 2),
+    "unknown_fields_and_blank_lines": {**clean(), "sends": [{**send("p0", 0), "extra": {"nested": [1]}},
+                                                            *clean()["sends"][1:]],
+                                       "reads": clean()["reads"][:2] + ["   ", ""] + clean()["reads"][2:]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hand_made_histories_agree(spark: Any, tmp_path: Path, name: str) -> None:
+    promises = {"reordered": "ordered", "clean": "none", "duplicated": "none"}.get(name, "idempotent")
+    agree(spark, run_dir(tmp_path, PROMISES[promises], **CASES[name]))
+
+
+@pytest.mark.parametrize("name", ["divergent", "ten_reads", "twenty_smallest", "repeated_sends", "unexpected"])
+def test_agree_when_files_are_read_by_many_tasks(spark: Any, tiny_blocks: None, tmp_path: Path, name: str) -> None:
+    agree(spark, run_dir(tmp_path, PROMISES["ordered"], **CASES[name]))
+
+
+def test_results_carry_the_engine_name(spark: Any, tmp_path: Path) -> None:
+    results = spark_checker.check_run(run_dir(tmp_path, **CASES["lost"]), spark)
+    assert results["checker"] == "spark"
+    assert results["counts"]["lost"] == 1 and results["valid"] is False
+
+
+# --- the reader's edge cases ------------------------------------------------------------------------
+
+
+def test_missing_reads_and_events(spark: Any, tmp_path: Path) -> None:
+    results = agree(spark, make_run(tmp_path, sends=[send("p0", 0)]))
+    assert results["cut_short"] is True
+
+
+def test_truncated_last_line_is_dropped(spark: Any, tmp_path: Path) -> None:
+    h = clean()
+    h["sends"] += [send("p0", 3), '{"producer": "p0", "seq": 4, "top']
+    h["reads"] += ['{"consumer": "c0", "gr']
+    results = agree(spark, make_run(tmp_path, **h))
+    assert "history/sends.jsonl: dropped an incomplete last line (line 5)" in results["notes"]
+
+
+def test_truncated_last_line_followed_by_blank_lines(spark: Any, tmp_path: Path, tiny_blocks: None) -> None:
+    h = clean()
+    h["events"] += ['{"kind": "final-re', "", "  \f"]
+    agree(spark, make_run(tmp_path, **h))
+
+
+def test_truncated_inside_a_multibyte_character(spark: Any, tmp_path: Path) -> None:
+    run = make_run(tmp_path, **clean())
+    with (run / "history" / "reads.jsonl").open("ab") as f:
+        f.write('{"consumer": "c\u00e9'.encode()[:-1])
+    results = agree(spark, run)
+    assert "history/reads.jsonl: dropped an incomplete last line (line 7)" in results["notes"]
+
+
+@pytest.mark.parametrize("file", ["sends", "reads", "events"])
+@pytest.mark.parametrize("line", [
+    '{"producer": "p0", "seq": ',  # cut short, but not the last line
+    '{"a": 1}{"b": 2}',  # two objects glued together
+    '{"a": 1} trailing',
+    "[1, 2]",
+    '"text"',
+    "{'single': 'quotes'}",
+    '\ufeff{"a": 1}',
+])
+def test_malformed_line_in_the_middle_is_the_same_error(spark: Any, tmp_path: Path, file: str, line: str) -> None:
+    h = clean()
+    h[file].insert(1, line)
+    agree(spark, make_run(tmp_path, **h))
+
+
+def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, tmp_path: Path) -> None:
+    run = make_run(tmp_path, **clean())
+    path = run / "history" / "sends.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(1, b'{"producer": "p\xff", "seq": 9, "topic": "t", "partition": 0, "status": "fail"}')
+    path.write_bytes(b"\n".join(lines))
+    agree(spark, run)
+
+
+@pytest.mark.parametrize(("file", "line"), [
+    ("sends", {"producer": "p0", "topic": TOPIC, "status": "ok", "partition": 0}),
+    ("sends", {"producer": "p0", "seq": "1", "topic": TOPIC, "status": "ok", "partition": 0}),
+    ("sends", {"producer": "p0", "seq": True, "topic": TOPIC, "status": "ok", "partition": 0}),
+    ("sends", {"producer": "p0", "seq": 1.5, "topic": TOPIC, "status": "ok", "partition": 0}),
+    ("sends", {"producer": 5, "seq": 1, "topic": TOPIC, "status": "ok", "partition": 0}),
+    ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "done", "partition": 0}),
+    ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "ok"}),
+    ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "ok", "partition": "0"}),
+    ("reads", {**read("p0", 0, 0), "phase": "later"}),
+    ("reads", {**read("p0", 0, 0), "partition": None}),
+    ("reads", {**read("p0", 0, 0), "seq": None}),
+    ("reads", {k: v for k, v in read("p0", 0, 0).items() if k != "producer"}),
+    ("reads", {**read("p0", 0, 0), "consumer": ["c"]}),
+    ("reads", {**read("p0", 0, 0), "group": 7}),
+    ("events", {"topic": TOPIC}),
+    ("events", {"kind": 3}),
+    ("events", {**final_read(), "complete": "yes"}),
+    ("events", {**final_read(), "high_watermark": "9"}),
+    ("events", {k: v for k, v in committed(3).items() if k != "offset"}),
+    ("events", [1, 2]),
+])
+def test_bad_field_is_the_same_error(spark: Any, tmp_path: Path, file: str, line: Any) -> None:
+    h = clean(2)
+    h[file] = h[file][:1] + [line] + h[file][1:]
+    agree(spark, make_run(tmp_path, **h))
+
+
+@pytest.mark.parametrize("line", [
+    '{"producer": "p0", "seq": 7, "seq": 8, "topic": "t", "partition": 0, "offset": 8, "status": "ok"}',
+    '{"producer": "a}{b", "seq": 7, "topic": "t", "partition": 0, "offset": 7, "status": "ok"}',
+    '{"producer": "p0", "seq": 7, "topic": "t", "partition": 0, "offset": 7, "status": "ok"}\r',
+    "\f",
+    {**send("p0", 7), "fault": "kill", "note": "odd } {"},
+    {**send("p0", 7), "nested": {"producer": 5, "partition": "x"}},
+])
+def test_unusual_but_valid_lines_are_accepted(spark: Any, tmp_path: Path, line: Any) -> None:
+    h = clean()
+    h["sends"].insert(1, line)
+    agree(spark, make_run(tmp_path, **h))
+
+
+def test_unusual_lines_are_accepted_when_a_key_is_repeated_with_a_bad_type(spark: Any, tmp_path: Path) -> None:
+    h = clean()
+    h["sends"].insert(1, '{"producer": "p0", "seq": "x", "seq": 7, "topic": "t", "partition": 0, "offset": 7, '
+                         '"status": "ok"}')
+    agree(spark, make_run(tmp_path, **h))
+
+
+def test_integers_beyond_64_bits_stop_the_spark_checker(spark: Any, tmp_path: Path) -> None:
+    """Python's integers have no limit, Spark's columns do: the one line the two readers knowingly disagree on."""
+    h = clean()
+    h["sends"].insert(1, {**send("p0", 9), "seq": 2 ** 70})
+    run = make_run(tmp_path, **h)
+    assert reference.check_run(run)["counts"]["sent"] == 4
+    with pytest.raises(HistoryError, match=r"^history/sends\.jsonl line 2: field 'seq' does not fit in 64 bits"):
+        spark_checker.check_run(run, spark)
+
+
+def test_missing_history(spark: Any, tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no history directory"):
+        spark_checker.check_run(tmp_path, spark)
+    (tmp_path / "history").mkdir()
+    with pytest.raises(HistoryError, match=r"^history/sends\.jsonl: missing$"):
+        spark_checker.check_run(tmp_path, spark)
+
+
+def test_empty_files(spark: Any, tmp_path: Path) -> None:
+    agree(spark, make_run(tmp_path, sends=[], reads=[], events=[]))
+
+
+def test_broken_scenario_is_the_same_error(spark: Any, tmp_path: Path) -> None:
+    agree(spark, make_run(tmp_path, **clean(), scenario="workload: [unclosed\n"))
+
+
+# --- generated histories ----------------------------------------------------------------------------
+
+PRODUCERS = ["p0", "p1", "pé"]
+GROUPS = ["g", "h", None]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> dict[str, Any]:
+    """A history with planted anomalies of every kind, overlapping.
+
+    Messages are acked at increasing offsets per partition, then disturbed:
+    some acks are lost from the final read (in complete and incomplete
+    partitions), read twice at two positions (duplicated), overwritten by
+    another message (divergent, possibly also duplicated), acked out of seq
+    order (reordered), failed yet present, in doubt and found or not, read by
+    consumer groups too often or not at all below the commit; reads of
+    messages never sent and of foreign values, repeated send lines, missing
+    final-read events, a cut-short run, missing files and a cut-off last line.
+    """
+    topics = draw(st.sampled_from([["t"], ["t", "u"]]))
+    parts = [(t, p) for t in topics for p in range(draw(st.integers(1, 3)))]
+    next_offset = {part: 0 for part in parts}
+    sends: list[Any] = []
+    reads: list[Any] = []
+    finals: list[dict[str, Any]] = []
+    for producer in draw(st.lists(st.sampled_from(PRODUCERS), min_size=1, max_size=3, unique=True)):
+        for seq in range(draw(st.integers(0, 10))):
+            topic, partition = draw(st.sampled_from(parts))
+            status = draw(st.sampled_from(["ok"] * 6 + ["fail", "info"]))
+            offset = next_offset[(topic, partition)]
+            written = status == "ok" or draw(st.booleans())  # a fail or info send may still have been written
+            if written:
+                next_offset[(topic, partition)] += 1
+            named = partition if status != "info" or draw(st.booleans()) else None
+            if status == "ok" and draw(st.integers(0, 9)) == 0:
+                named = None  # an ack without a partition: judged against its topic
+            line = send(producer, seq, status=status, partition=named, offset=offset, topic=topic)
+            if status == "ok" and draw(st.integers(0, 7)) == 0:
+                line["offset"] = max(0, offset - draw(st.integers(1, 3)))  # acked out of order, or at a taken spot
+            sends.append(line)
+            if draw(st.integers(0, 9)) == 0:  # the same message on an earlier line, with another outcome
+                sends.insert(draw(st.integers(0, len(sends) - 1)),
+                             send(producer, seq, status=draw(st.sampled_from(["ok", "fail", "info"])),
+                                  partition=partition, offset=offset, topic=topic))
+            if written and draw(st.integers(0, 5)) != 0:  # not lost
+                finals.append(read(producer, seq, offset, partition=partition, topic=topic))
+                if draw(st.integers(0, 8)) == 0:  # duplicated at a new position
+                    finals.append(read(producer, seq, next_offset[(topic, partition)], partition=partition,
+                                       topic=topic))
+                    next_offset[(topic, partition)] += 1
+            for _ in range(draw(st.integers(0, 2))):  # live reads, redelivered when one group reads twice
+                reads.append(read(producer, seq, offset, phase="live", partition=partition, topic=topic,
+                                  group=draw(st.sampled_from(GROUPS)), consumer=draw(st.sampled_from(["c0", "c1"]))))
+    for _ in range(draw(st.integers(0, 3))):  # a position holding another message, or a foreign value
+        topic, partition = draw(st.sampled_from(parts))
+        offset = draw(st.integers(0, max(0, next_offset[(topic, partition)])))
+        producer, seq = draw(st.sampled_from([(None, None), ("ghost", 0), ("p0", 1), ("p1", 0), ("pé", 2)]))
+        phase = draw(st.sampled_from(["live", "final"]))
+        reads.append(read(producer, seq, offset, phase=phase, partition=partition, topic=topic,
+                          group="g" if phase == "live" else None))
+    reads += finals
+    reads = draw(st.permutations(reads))
+
+    events: list[Any] = []
+    if not draw(st.sampled_from([False] * 7 + [True])):  # else the run was cut short: no final-read event
+        for topic, partition in parts:
+            if draw(st.sampled_from([False] * 5 + [True])):
+                continue  # a partition without a final-read event
+            for _ in range(draw(st.integers(1, 2))):
+                events.append(final_read(partition, complete=draw(st.integers(0, 3)) != 0,
+                                         high_watermark=next_offset[(topic, partition)], topic=topic))
+    for _ in range(draw(st.integers(0, 4))):
+        topic, partition = draw(st.sampled_from(parts))
+        events.append({**committed(draw(st.one_of(st.none(), st.integers(0, 8))), group=draw(st.sampled_from(["g", "h"])),
+                                   partition=partition), "topic": topic})
+    events.append({"kind": "fault", "fault": "kill", "targets": ["kafka-1"], "start_ns": 1, "detail": {"x": [1]}})
+    events = draw(st.permutations(events))
+
+    files: dict[str, list[Any] | None] = {"sends": sends, "reads": reads, "events": events}
+    missing = draw(st.sampled_from([None] * 8 + ["reads", "events"]))
+    if missing:
+        files[missing] = None
+    cut = draw(st.sampled_from([None] * 4 + ["sends", "reads", "events"]))
+    if cut and files[cut] is not None:
+        whole = json.dumps(draw(st.sampled_from([send("p9", 0), read("p9", 0, 0), final_read()])))
+        files[cut] = list(files[cut]) + [whole[:draw(st.integers(1, len(whole) - 1))]]
+    return {**files, "scenario": PROMISES[draw(st.sampled_from(sorted(PROMISES)))],
+            "tiny_blocks": draw(st.integers(0, 3)) == 0}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(history=histories())
+def test_generated_histories_agree(spark: Any, history: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        (run / "history").mkdir()
+        for name in ("sends", "reads", "events"):
+            if history[name] is not None:
+                write_jsonl(run / "history" / f"{name}.jsonl", history[name])
+        if history["scenario"] is not None:
+            (run / "scenario.yaml").write_text(history["scenario"])
+        if history["tiny_blocks"]:
+            with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "500"), \
+                    sql_conf(spark, "spark.sql.files.openCostInBytes", "1"):
+                agree(spark, run)
+        else:
+            agree(spark, run)
+
+
+def everything_at_once() -> dict[str, list[Any]]:
+    """Every anomaly in one history, several on the same message or position."""
+    sends = [send("p0", i) for i in range(6)] + [
+        send("p0", 6, offset=9),  # lost, in a completely read partition, after a live read
+        send("p0", 7, offset=4),  # acked where p0/4 sits: divergent, and p0/7 is also read twice: duplicated
+        send("p0", 8, offset=3),  # acked below an earlier seq's offset: reordered
+        send("p1", 0, status="fail"), send("p1", 1, status="fail"),  # 0 is present anyway
+        send("p1", 2, status="info", partition=None), send("p1", 3, status="info"),  # found / not found
+        send("p1", 4, partition=1, offset=0),  # not read, but partition 1's final read was incomplete
+    ]
+    reads = [read("p0", i, i) for i in range(6)] + [
+        read("p0", 6, 9, phase="live"),
+        read("p0", 7, 4, phase="live"), read("p0", 7, 11), read("p0", 7, 12),
+        read("p1", 0, 13), read("p1", 2, 14),
+        read("ghost", 0, 15), read(None, None, 16),  # never sent; a foreign value
+        read("p0", 1, 1, phase="live"), read("p0", 1, 1, phase="live"),  # redelivered to group g
+    ]
+    events = [final_read(0, high_watermark=17), final_read(1, complete=False, high_watermark=1), committed(6)]
+    return {"sends": sends, "reads": reads, "events": events}
+
+
+def test_every_anomaly_at_once(spark: Any, tmp_path: Path) -> None:
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **everything_at_once()))
+    c = results["counts"]
+    assert all(c[name] for name in COUNTS), {name: c[name] for name in COUNTS if not c[name]}
+
+
+def test_promises_are_read_from_the_scenario(spark: Any, tmp_path: Path) -> None:
+    h = _with(clean(), reads=[read("p0", 1, 9)])
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
+    assert results["promises"] == {"idempotent": True, "ordered": True} and results["valid"] is False
