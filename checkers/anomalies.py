@@ -102,3 +102,20 @@ def validity(counts: dict[str, int], promises: Promises) -> bool:
     if promises.ordered and counts["reordered"]:
         return False
     return True
+
+
+def results_document(checker: str, counts: dict[str, int], promises: Promises, cut_short: bool,
+                     incomplete: list[tuple[str, int]], examples: dict[str, list[Any]],
+                     notes: list[str]) -> dict[str, Any]:
+    """The results.json shape, one place for every engine so they cannot drift apart."""
+    return {
+        "checker": checker,
+        "valid": validity(counts, promises),
+        "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},
+        "counts": counts,
+        "final_read_complete": not cut_short and not incomplete,
+        "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
+        "cut_short": cut_short,
+        "examples": examples,
+        "notes": notes,
+    }

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, validity
+from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, results_document
 from checkers.history import FAIL, FINAL, INFO, OK, History, HistoryError, Read, Send, paused_gc, read_history
 
 Msg = tuple[str, int]  # (producer, seq): a message
@@ -298,17 +298,8 @@ def _check(history: History, promises: Promises) -> dict[str, Any]:
     counts = tally(history, judge, found)
     incomplete = incomplete_partitions(judge)
     add_notes(notes, judge, found)
-    return {
-        "checker": "python",
-        "valid": validity(counts, promises),
-        "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},
-        "counts": counts,
-        "final_read_complete": not history.cut_short and not incomplete,
-        "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
-        "cut_short": history.cut_short,
-        "examples": examples(history, judge, found),
-        "notes": notes,
-    }
+    return results_document("python", counts, promises, history.cut_short, incomplete,
+                            examples(history, judge, found), notes)
 
 
 def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:

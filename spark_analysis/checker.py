@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, validity
+from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, results_document
 from checkers.history import SENDS_FILE, HistoryError
 from checkers.reference import SCENARIO_FILE, load_scenario
 
@@ -151,17 +151,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         else:
             examples = {a: [] for a in ANOMALIES}
 
-        return {
-            "checker": CHECKER,
-            "valid": validity(counts, promises),
-            "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},
-            "counts": counts,
-            "final_read_complete": not history.cut_short and not incomplete,
-            "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
-            "cut_short": history.cut_short,
-            "examples": examples,
-            "notes": notes,
-        }
+        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes)
     finally:
         for df in cached:
             df.unpersist()
