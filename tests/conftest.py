@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,6 +14,12 @@ import pytest
 from clusters.cluster import Cluster
 from clusters.node import LABEL_CLUSTER
 from clusters.spec import ClusterSpec
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a crash in native code (librdkafka, the JVM bridge) print only the crashing
+    thread: its frames, with the test that ran, then end up in the last lines of a CI log."""
+    faulthandler.enable(file=sys.stderr, all_threads=False)
 
 
 @pytest.fixture(scope="session")
