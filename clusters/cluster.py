@@ -1,9 +1,11 @@
 """A real multi-broker Kafka cluster on Testcontainers, and how to find one again.
 
-Start order: a Docker network of the cluster's own, the ZooKeeper ensemble
-(until it has a leader), then every broker in parallel. Ready means every
-broker is registered and a controller is elected. Teardown always runs and
-leaves no container, network, mount or loop device behind.
+Start order: a Docker network of the cluster's own, the metadata quorum --
+the ZooKeeper ensemble, or in KRaft mode the dedicated controllers -- until
+it has a leader, then every broker in parallel. Ready means every broker is
+registered (and, in ZooKeeper mode, a controller broker is elected).
+Teardown always runs and leaves no container, network, mount or loop device
+behind.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import shutil
 import socket
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -28,8 +32,9 @@ from tenacity import retry, stop_after_delay, wait_fixed
 from clusters import cleanup, config
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
-from clusters.node import (LABEL_CLUSTER, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE, LABEL_VERSION, LABEL_WORKDIR, Node,
-                           Role, tcp_open)
+from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
+from clusters.node import (LABEL_CLUSTER, LABEL_KRAFT_ID, LABEL_METADATA, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE,
+                           LABEL_VERSION, LABEL_WORKDIR, Node, Role, tcp_open)
 from clusters.spec import ClusterSpec
 from clusters.zk_metadata import ZooKeeperMetadata
 from clusters.storage import IMAGE_SUFFIX, LoopVolume
@@ -58,11 +63,13 @@ class PartitionState:
 class Cluster:
     """A running cluster: its nodes, how to reach it, and who leads what."""
 
-    def __init__(self, spec: ClusterSpec, nodes: list[Node], cluster_id: str, workdir: Path) -> None:
+    def __init__(self, spec: ClusterSpec, nodes: list[Node], cluster_id: str, workdir: Path,
+                 kraft_cluster_id: str | None = None) -> None:
         self.spec = spec
         self.nodes = nodes
         self.cluster_id = cluster_id
         self.workdir = workdir
+        self.kraft_cluster_id = kraft_cluster_id   # KRaft mode: the id every node's storage is formatted with
         self._admin: AdminClient | None = None
         self._zk: ZooKeeperMetadata | None = None
 
@@ -83,22 +90,22 @@ class Cluster:
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         image = ensure_image(spec.kafka_version)
+        kraft_id = new_cluster_id() if spec.metadata == "kraft" else None
         labels = {LABEL_CLUSTER: cluster_id, LABEL_WORKDIR: str(workdir), LABEL_VERSION: spec.kafka_version,
-                  LABEL_OWNER: str(owner_pid)}
+                  LABEL_OWNER: str(owner_pid), LABEL_METADATA: spec.metadata,
+                  **({LABEL_KRAFT_ID: kraft_id} if kraft_id else {})}
         network = Network(docker_network_kw={"labels": labels})
         network.name = f"kchaos-{cluster_id}"
-        cluster = cls(spec, [], cluster_id, workdir)
+        cluster = cls(spec, [], cluster_id, workdir, kraft_id)
         try:
             network.create()
-            zk = [cluster._prepare_node(image, network, labels, "zookeeper", i)
-                  for i in range(1, spec.zookeepers + 1)]
-            _in_parallel([lambda c=c: c.start() for c, _ in zk])
-            cluster.nodes.extend(cluster._attach_node(c, n) for c, n in zk)
-            cluster._await(cluster._zookeeper_ready, "ZooKeeper ensemble elects a leader", cluster.zookeepers)
-            brokers = [cluster._prepare_node(image, network, labels, "broker", i)
-                       for i in range(1, spec.brokers + 1)]
-            _in_parallel([lambda c=c: c.start() for c, _ in brokers])
-            cluster.nodes.extend(cluster._attach_node(c, n) for c, n in brokers)
+            if kraft_id:
+                cluster._start_nodes(image, network, labels, "controller", config.controller_ids(spec))
+            else:
+                cluster._start_nodes(image, network, labels, "zookeeper", range(1, spec.zookeepers + 1))
+            cluster._await(cluster._metadata_ready, f"{cluster._quorum_name} elects a leader",
+                           cluster.metadata_nodes)
+            cluster._start_nodes(image, network, labels, "broker", range(1, spec.brokers + 1))
             cluster._await(cluster._brokers_ready, "every broker registers and a controller is elected",
                            cluster.brokers)
         except BaseException:
@@ -106,13 +113,21 @@ class Cluster:
             raise
         return cluster
 
+    def _start_nodes(self, image: str, network: Network, labels: dict[str, str], role: Role,
+                     node_ids: Iterable[int]) -> None:
+        """Start the nodes of one role in parallel (JVM start-up is most of the wait)."""
+        prepared = [self._prepare_node(image, network, labels, role, i) for i in node_ids]
+        _in_parallel([lambda c=c: c.start() for c, _ in prepared])
+        self.nodes.extend(self._attach_node(c, n) for c, n in prepared)
+
     def _prepare_node(self, image: str, network: Network, labels: dict[str, str],
                       role: Role, node_id: int) -> tuple[DockerContainer, tuple[str, Role, int, Path, LoopVolume | None]]:
-        name = config.zookeeper_alias(node_id) if role == "zookeeper" else config.broker_alias(node_id)
+        name = config.node_alias(role, node_id)
         node_dir = self.workdir / name
         etc = node_dir / "etc"
         etc.mkdir(parents=True, exist_ok=True)
-        (etc / "log4j.properties").write_text(config.LOG4J)
+        (etc / "log4j.properties").write_text(config.LOG4J)   # read by Kafka 3.x
+        (etc / "log4j2.properties").write_text(config.LOG4J2)  # read by Kafka 4.x
         data = node_dir / "data"
         volume = None
         if role == "zookeeper":
@@ -120,6 +135,10 @@ class Cluster:
             (data / "zookeeper").mkdir(parents=True, exist_ok=True)
             (data / "zookeeper" / "myid").write_text(f"{node_id}\n")
             heap = self.spec.zookeeper_heap
+        elif role == "controller":  # its metadata log on the plain bind mount, like ZooKeeper's data
+            (etc / "server.properties").write_text(config.server_properties(self.spec, node_id, "controller"))
+            data.mkdir(parents=True, exist_ok=True)
+            heap = self.spec.controller_heap
         else:
             (etc / "server.properties").write_text(config.server_properties(self.spec, node_id))
             volume = LoopVolume(node_dir / f"{self.cluster_id}-{name}{IMAGE_SUFFIX}", data,
@@ -136,6 +155,8 @@ class Cluster:
             .with_volume_mapping(str(data), "/data", "rw")
             .with_command(role)
         )
+        if self.kraft_cluster_id:  # run-node.sh formats the storage with it before Kafka starts
+            container.with_env("KCHAOS_KRAFT_CLUSTER_ID", self.kraft_cluster_id)
         return container, (name, role, node_id, data, volume)
 
     def _attach_node(self, container: DockerContainer,
@@ -157,17 +178,20 @@ class Cluster:
         elif cluster_id not in ids:
             raise ClusterError(f"no kchaos cluster {cluster_id!r}; running: {', '.join(sorted(ids))}")
         mine = [c for c in found if c.labels[LABEL_CLUSTER] == cluster_id]
-        workdir = Path(mine[0].labels[LABEL_WORKDIR])
+        labels = mine[0].labels
+        workdir = Path(labels[LABEL_WORKDIR])
         nodes = []
         for c in sorted(mine, key=lambda c: (c.labels[LABEL_ROLE], int(c.labels[LABEL_NODE_ID]))):
             role: Role = c.labels[LABEL_ROLE]  # type: ignore[assignment]
             node_id = int(c.labels[LABEL_NODE_ID])
-            name = config.zookeeper_alias(node_id) if role == "zookeeper" else config.broker_alias(node_id)
+            name = config.node_alias(role, node_id)
             nodes.append(Node(name, role, node_id, c, f"kchaos-{cluster_id}", workdir / name / "data"))
-        brokers = sum(n.role == "broker" for n in nodes)
-        spec = ClusterSpec(brokers=brokers, zookeepers=len(nodes) - brokers,
-                           kafka_version=mine[0].labels.get(LABEL_VERSION, "unknown"))
-        return cls(spec, nodes, cluster_id, workdir)
+        counts = Counter(n.role for n in nodes)
+        metadata = labels.get(LABEL_METADATA, "zookeeper")  # clusters started before KRaft carry no label
+        quorum = {"controllers": counts["controller"]} if metadata == "kraft" else {"zookeepers": counts["zookeeper"]}
+        spec = ClusterSpec(kafka_version=labels.get(LABEL_VERSION, "unknown"), metadata=metadata,  # type: ignore[arg-type]
+                           brokers=counts["broker"], **quorum)
+        return cls(spec, nodes, cluster_id, workdir, labels.get(LABEL_KRAFT_ID))
 
     # ----------------------------------------------------------------- lookups
 
@@ -178,6 +202,24 @@ class Cluster:
     @property
     def zookeepers(self) -> list[Node]:
         return [n for n in self.nodes if n.role == "zookeeper"]
+
+    @property
+    def controllers(self) -> list[Node]:
+        """The dedicated KRaft controllers (none in ZooKeeper mode)."""
+        return [n for n in self.nodes if n.role == "controller"]
+
+    @property
+    def metadata_nodes(self) -> list[Node]:
+        """The nodes that hold the cluster's metadata: the ZooKeeper ensemble or the KRaft controllers."""
+        return [n for n in self.nodes if n.role in ("zookeeper", "controller")]
+
+    @property
+    def kraft(self) -> bool:
+        return self.spec.metadata == "kraft"
+
+    @property
+    def _quorum_name(self) -> str:
+        return "KRaft controller quorum" if self.kraft else "ZooKeeper ensemble"
 
     def broker(self, broker_id: int) -> Node:
         for n in self.brokers:
@@ -215,8 +257,13 @@ class Cluster:
         return admin_result(self.admin().describe_cluster(request_timeout=timeout), timeout, "describe the cluster")
 
     def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
-        """Leader, replicas and ISR of every partition of ``topic``, as the controller recorded them."""
-        if self.zookeepers:
+        """Leader, replicas and ISR of every partition of ``topic``, as the controller recorded them.
+
+        ZooKeeper mode reads ZooKeeper itself; KRaft mode asks a broker, whose
+        metadata image follows the controllers' log (the AdminClient cannot
+        ask the quorum).
+        """
+        if not self.kraft:
             return self._partitions_from_zookeeper(topic)
         futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
         desc = admin_result(futures[topic], timeout, f"describe topic {topic!r}")
@@ -230,8 +277,12 @@ class Cluster:
         return self._zk
 
     def registered_brokers(self) -> set[int]:
-        """Ids of the brokers the cluster counts as alive (ZooKeeper sessions in ZooKeeper mode)."""
-        if self.zookeepers:
+        """Ids of the brokers the cluster counts as alive.
+
+        ZooKeeper mode: live ZooKeeper sessions. KRaft mode: the unfenced brokers
+        (the controller fences one whose heartbeats stop for broker.session.timeout.ms).
+        """
+        if not self.kraft:
             return self._zookeeper().broker_ids()
         return {n.id for n in self.describe().nodes}
 
@@ -251,13 +302,55 @@ class Cluster:
         raise ClusterError(f"topic {topic!r} has no partition {partition}")
 
     def controller(self, timeout: float = 10) -> Node:
-        """The active controller broker."""
+        """The active controller: a broker in ZooKeeper mode, the quorum leader in KRaft mode.
+
+        In KRaft mode describe_cluster names a random broker as "controller",
+        so the leader is read from the controllers' own election records.
+        """
+        if self.kraft:
+            return self._active_controller()
         desc = self.describe(timeout)
         if desc.controller is None or desc.controller.id < 0:
             raise ClusterError("the cluster has no active controller")
         return self.broker(desc.controller.id)
 
+    def _quorum(self) -> QuorumState | None:
+        """The newest KRaft election any controller recorded."""
+        return newest(quorum_state(self._kraft_log_dir(n)) for n in self.controllers)
+
+    @staticmethod
+    def _kraft_log_dir(node: Node) -> Path:
+        return node.data_dir / config.KRAFT_LOG_SUBDIR
+
+    def _active_controller(self) -> Node:
+        """The leader of the newest KRaft election, as long as its process runs."""
+        election = self._quorum()
+        if election is None or election.leader is None:
+            raise ClusterError("the KRaft quorum has no active controller (no leader elected)")
+        node = next((n for n in self.controllers if n.node_id == election.leader), None)
+        if node is None:
+            raise ClusterError(f"the KRaft quorum is led by node {election.leader}, not a controller of this cluster")
+        status = node.status
+        if status != "running":
+            raise ClusterError(f"the KRaft quorum has no active controller: {node.name}, the last leader, is {status}")
+        return node
+
     # --------------------------------------------------------------- readiness
+
+    def _metadata_ready(self) -> list[Node]:
+        """Metadata nodes not yet serving (an empty list means the quorum is ready)."""
+        return self._controllers_ready() if self.kraft else self._zookeeper_ready()
+
+    def _controllers_ready(self) -> list[Node]:
+        """Controllers not yet following the newest election's leader (all of them while none leads)."""
+        election = self._quorum()
+        if election is None or election.leader is None:
+            return self.controllers
+        return [n for n in self.controllers if not self._in_quorum(n, election)]
+
+    def _in_quorum(self, node: Node, election: QuorumState) -> bool:
+        """A controller is in the quorum when it has recorded the newest election and listens."""
+        return quorum_state(self._kraft_log_dir(node)) == election and tcp_open(node.ip, config.CONTROLLER_PORT)
 
     def _zookeeper_ready(self) -> list[Node]:
         """ZooKeeper nodes not yet serving (an empty list means ready)."""
@@ -267,14 +360,17 @@ class Cluster:
         return [n for n in self.zookeepers if modes[n.name] not in ("leader", "follower", "standalone")]
 
     def _brokers_ready(self) -> list[Node]:
-        """Brokers not registered yet, or all of them while no controller is elected."""
+        """Brokers not registered yet, or in ZooKeeper mode all of them while no controller is elected.
+
+        (In KRaft mode the controllers were ready before any broker started.)
+        """
         try:
             desc = self.describe(timeout=5)
         except ClusterError:
             return self.brokers
         registered = {n.id for n in desc.nodes}
         missing = [b for b in self.brokers if b.node_id not in registered]
-        if not missing and (desc.controller is None or desc.controller.id < 0):
+        if not missing and not self.kraft and (desc.controller is None or desc.controller.id < 0):
             return self.brokers
         return missing
 
@@ -283,6 +379,7 @@ class Cluster:
 
         A broker restarted before ZooKeeper expired its old session exits
         (its registration still exists); starting it again a moment later works.
+        A KRaft controller serves once it follows the quorum's current leader.
         """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -296,6 +393,8 @@ class Cluster:
     def _serves(self, node: Node) -> bool:
         if node.role == "zookeeper":
             return zookeeper_mode(node.ip) in ("leader", "follower", "standalone")
+        if node.role == "controller":
+            return node not in self._controllers_ready()
         try:
             registered = node.node_id in self.registered_brokers()
         except ClusterError:
@@ -304,8 +403,8 @@ class Cluster:
         return registered and tcp_open(node.ip, node.service_port)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
-        """Wait until every ZooKeeper node serves and every broker is registered."""
-        self._await(self._zookeeper_ready, "ZooKeeper ensemble serves", self.zookeepers, timeout)
+        """Wait until every metadata node (ZooKeeper or KRaft controller) serves and every broker is registered."""
+        self._await(self._metadata_ready, f"{self._quorum_name} serves", self.metadata_nodes, timeout)
         self._await(self._brokers_ready, "every broker registers and a controller is elected", self.brokers, timeout)
 
     def _await(self, not_ready: Callable[[], list[Node]], what: str, nodes: list[Node],
@@ -347,6 +446,10 @@ class Cluster:
         """Remove containers, network, mounts and loop devices; safe to call twice."""
         if logs_to is not None:
             self.copy_logs(logs_to)
+        # destroy the AdminClient here, in the caller's thread: left to the
+        # garbage collector it may be destroyed from its own librdkafka
+        # thread (an admin future's callback), which aborts the process
+        self._admin = None
         if self._zk is not None:
             self._zk.close()
             self._zk = None

@@ -3,14 +3,22 @@
 ``@NODE_IP@`` is replaced by the container's own address when it starts
 (see images/run-node.sh), so brokers advertise an address that both the
 other brokers and the harness on the host can reach.
+
+Node ids: brokers are 1..N in both modes (so partition leaders and ISRs name
+them directly); ZooKeeper nodes have their own myid 1..Z; KRaft controllers
+are 101..100+C, unique next to the brokers because KRaft shares one id space.
 """
 
 from __future__ import annotations
 
+from clusters.node import SERVICE_PORTS, Role
 from clusters.spec import ClusterSpec
 
-CLIENT_PORT = 9092
-ZK_PORT = 2181
+CLIENT_PORT = SERVICE_PORTS["broker"]
+CONTROLLER_PORT = SERVICE_PORTS["controller"]
+ZK_PORT = SERVICE_PORTS["zookeeper"]
+CONTROLLER_ID_BASE = 100
+KRAFT_LOG_SUBDIR = "kraft"   # a controller's metadata log: /data/kraft, bind-mounted from the host
 
 LOG4J = """\
 log4j.rootLogger=INFO, stdout
@@ -24,6 +32,25 @@ log4j.logger.state.change.logger=INFO
 log4j.logger.org.apache.zookeeper=INFO
 """
 
+# the same output for Kafka 4.x, which logs to log4j2
+LOG4J2 = """\
+status = warn
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.channel.name = kafka.network.RequestChannel$
+logger.channel.level = WARN
+logger.client.name = org.apache.kafka.clients.NetworkClient
+logger.client.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = INFO
+"""
+
 
 def zookeeper_alias(index: int) -> str:
     return f"zk{index}"
@@ -31,6 +58,28 @@ def zookeeper_alias(index: int) -> str:
 
 def broker_alias(broker_id: int) -> str:
     return f"broker{broker_id}"
+
+
+def controller_alias(node_id: int) -> str:
+    return f"controller{node_id - CONTROLLER_ID_BASE}"
+
+
+def node_alias(role: Role, node_id: int) -> str:
+    """A node's host name on the cluster network (and its container's suffix)."""
+    if role == "zookeeper":
+        return zookeeper_alias(node_id)
+    if role == "controller":
+        return controller_alias(node_id)
+    return broker_alias(node_id)
+
+
+def controller_ids(spec: ClusterSpec) -> list[int]:
+    return [CONTROLLER_ID_BASE + i for i in range(1, spec.controllers + 1)]
+
+
+def quorum_voters(spec: ClusterSpec) -> str:
+    """The static KRaft quorum: ``id@host:port`` of every controller."""
+    return ",".join(f"{i}@{controller_alias(i)}:{CONTROLLER_PORT}" for i in controller_ids(spec))
 
 
 def zoo_cfg(spec: ClusterSpec) -> str:
@@ -49,14 +98,37 @@ quorumListenOnAllIPs=true
 """
 
 
-def broker_defaults(spec: ClusterSpec) -> dict[str, str]:
-    """Settings a test cluster needs; durability settings stay at Kafka's defaults."""
-    internal_rf = str(min(3, spec.brokers))
+def _kraft_common(spec: ClusterSpec, node_id: int) -> dict[str, str]:
+    """What every KRaft node needs to find the quorum."""
     return {
+        "node.id": str(node_id),
+        "controller.quorum.voters": quorum_voters(spec),
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        # the controller fences a broker whose heartbeats stop for 6 s (default 9 s), the
+        # KRaft twin of zookeeper.session.timeout.ms below: faults of a few seconds move leadership
+        "broker.session.timeout.ms": "6000",
+    }
+
+
+def broker_defaults(spec: ClusterSpec, broker_id: int) -> dict[str, str]:
+    """Settings a test broker needs; durability settings stay at Kafka's defaults."""
+    internal_rf = str(min(3, spec.brokers))
+    if spec.metadata == "kraft":
+        metadata = {"process.roles": "broker", **_kraft_common(spec, broker_id)}
+    else:
+        metadata = {
+            "broker.id": str(broker_id),
+            "zookeeper.connect": ",".join(f"{zookeeper_alias(i)}:{ZK_PORT}" for i in range(1, spec.zookeepers + 1)),
+            # a dead broker is noticed after 6 s instead of 18 s, so faults of a few
+            # seconds move leadership as a real outage would
+            "zookeeper.session.timeout.ms": "6000",
+        }
+    return {
+        **metadata,
         "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT}",
         "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT}",
         "log.dirs": "/data/kafka",
-        "zookeeper.connect": ",".join(f"{zookeeper_alias(i)}:{ZK_PORT}" for i in range(1, spec.zookeepers + 1)),
         "offsets.topic.replication.factor": internal_rf,
         "transaction.state.log.replication.factor": internal_rf,
         "transaction.state.log.min.isr": str(min(2, spec.brokers)),
@@ -66,13 +138,28 @@ def broker_defaults(spec: ClusterSpec) -> dict[str, str]:
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",
         "log.segment.bytes": str(64 * 1024 * 1024),
-        # a dead broker is noticed after 6 s instead of 18 s, so faults of a few
-        # seconds move leadership as a real outage would
-        "zookeeper.session.timeout.ms": "6000",
     }
 
 
-def server_properties(spec: ClusterSpec, broker_id: int) -> str:
-    settings = {"broker.id": str(broker_id), **broker_defaults(spec),
-                **{k: str(v) for k, v in spec.broker_config.items()}}
+def controller_defaults(spec: ClusterSpec, node_id: int) -> dict[str, str]:
+    """Settings of a dedicated KRaft controller: its own listener and metadata log under /data."""
+    return {
+        "process.roles": "controller",
+        **_kraft_common(spec, node_id),
+        "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
+        "log.dirs": f"/data/{KRAFT_LOG_SUBDIR}",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+    }
+
+
+def server_properties(spec: ClusterSpec, node_id: int, role: Role = "broker") -> str:
+    """server.properties of a broker or a KRaft controller; ``spec.broker_config`` comes last.
+
+    Controllers get the overrides too: in KRaft the controller elects leaders,
+    so cluster-wide defaults such as unclean.leader.election.enable or
+    min.insync.replicas are read from its own static config.
+    """
+    defaults = controller_defaults(spec, node_id) if role == "controller" else broker_defaults(spec, node_id)
+    settings = {**defaults, **{k: str(v) for k, v in spec.broker_config.items()}}
     return "".join(f"{k}={v}\n" for k, v in settings.items())

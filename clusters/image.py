@@ -7,7 +7,8 @@ the recipe changes:
   made by mmdebstrap from this machine's own apt sources and imported with
   ``docker import`` (no base image is ever pulled).
 * ``kchaos-kafka:<version>-<hash>`` -- the base plus Kafka's jars for one
-  version, resolved from Maven Central by ``clusters/images/pom.xml``.
+  version, resolved from Maven Central by ``clusters/images/pom.xml``
+  (log4j 1 for Kafka 3.x, log4j2 for 4.x).
 
 Run ``python -m clusters.image [--kafka-version V]`` to build ahead of time;
 clusters call :func:`ensure_image` themselves.
@@ -32,11 +33,26 @@ from clusters.errors import ClusterError
 log = logging.getLogger(__name__)
 
 DEFAULT_KAFKA_VERSION = "3.9.2"
+# the newest 4.x whose artifacts Maven Central serves in full (4.4.0's kafka-tools-api is missing)
+NEWEST_KAFKA_4 = "4.3.1"
 DEBIAN_SUITE = "bookworm"
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 REPO_ROOT = IMAGES_DIR.parent.parent
 CACHE_DIR = REPO_ROOT / ".cache"
 APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+
+
+def kafka_major(version: str) -> int:
+    """The major version of a Kafka release such as ``3.9.2``; a bad one is a one-line ClusterError."""
+    head = version.split(".", 1)[0]
+    if not head.isdigit() or "." not in version:
+        raise ClusterError(f"cluster.kafka_version must look like 3.9.2, not {version!r}")
+    return int(head)
+
+
+def uses_log4j2(version: str) -> bool:
+    """Kafka 4.x logs to log4j2; 3.x to log4j 1 (reload4j)."""
+    return kafka_major(version) >= 4
 
 
 def _digest(*parts: bytes) -> str:
@@ -98,20 +114,30 @@ def ensure_base_image(client: docker.DockerClient) -> str:
 
 
 def kafka_jars(version: str) -> Path:
-    """Resolve Kafka's runtime jars with Maven into a cache folder, once."""
-    libs = CACHE_DIR / "kafka" / version / "libs"
-    done = libs.parent / ".complete"
-    if done.exists():
+    """Resolve Kafka's runtime jars with Maven into a cache folder, once per version and pom.
+
+    Resolved into a scratch folder and renamed into place, so two harnesses
+    building at once never see a half-filled folder.
+    """
+    pom = IMAGES_DIR / "pom.xml"
+    libs = CACHE_DIR / "kafka" / version / _digest(pom.read_bytes()) / "libs"
+    if libs.exists():
         return libs
     if shutil.which("mvn") is None:
         raise ClusterError("mvn is not installed: run `make setup`")
-    if libs.exists():
-        shutil.rmtree(libs)
     log.info("resolving Kafka %s jars with Maven", version)
-    _run(["mvn", "-q", "-B", "-f", str(IMAGES_DIR / "pom.xml"), f"-Dkafka.version={version}",
-          "dependency:copy-dependencies", f"-DoutputDirectory={libs}"],
-         f"resolving Kafka {version} from Maven Central")
-    done.touch()
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
+    logging_profile = ["-Dkafka.log4j2"] if uses_log4j2(version) else []
+    try:
+        _run(["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}", *logging_profile,
+              "dependency:copy-dependencies", f"-DoutputDirectory={scratch}"],
+             f"resolving Kafka {version} from Maven Central")
+        scratch.rename(libs)
+    except OSError:  # another harness finished first: its folder is as good
+        pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return libs
 
 
@@ -137,11 +163,13 @@ def ensure_image(version: str = DEFAULT_KAFKA_VERSION, client: docker.DockerClie
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    parser.add_argument("--kafka-version", action="append",
+                        help=f"repeat for several (default: {DEFAULT_KAFKA_VERSION} and {NEWEST_KAFKA_4})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        print(ensure_image(args.kafka_version))
+        for version in args.kafka_version or [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]:
+            print(ensure_image(version))
     except (ClusterError, docker.errors.DockerException) as e:
         print(f"kchaos: {e}", file=sys.stderr)
         return 2

@@ -27,6 +27,10 @@ LABEL_NODE_ID = "io.kchaos.node-id"
 LABEL_WORKDIR = "io.kchaos.workdir"
 LABEL_VERSION = "io.kchaos.kafka-version"
 LABEL_OWNER = "io.kchaos.owner-pid"   # the harness process that must tear it down; 0 = kept by hand
+LABEL_METADATA = "io.kchaos.metadata"  # zookeeper or kraft
+LABEL_KRAFT_ID = "io.kchaos.kraft-cluster-id"  # KRaft mode only: the id every node's storage is formatted with
+
+SERVICE_PORTS: dict[str, int] = {"zookeeper": 2181, "broker": 9092, "controller": 9093}
 
 
 def tcp_open(ip: str, port: int, timeout_s: float = 2) -> bool:
@@ -117,8 +121,8 @@ class Node:
 
     @property
     def service_port(self) -> int:
-        """The port the node serves on: ZooKeeper's client port or the broker listener."""
-        return 2181 if self.role == "zookeeper" else 9092
+        """The port the node serves on: ZooKeeper's client port, the broker listener or the KRaft controller's."""
+        return SERVICE_PORTS[self.role]
 
     def can_reach(self, ip: str, port: int, timeout_s: float = 2) -> bool:
         """Whether a TCP connection from inside this node's network namespace gets through."""

@@ -6,33 +6,43 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION
+from clusters.image import DEFAULT_KAFKA_VERSION, kafka_major
 
 MetadataMode = Literal["zookeeper", "kraft"]
 
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """A multi-broker Kafka cluster: version, metadata mode, sizes, config overrides."""
+    """A multi-broker Kafka cluster: version, metadata mode, sizes, config overrides.
+
+    ``zookeepers`` counts in ZooKeeper mode only, ``controllers`` (dedicated
+    KRaft controllers) in KRaft mode only.
+    """
 
     kafka_version: str = DEFAULT_KAFKA_VERSION
     metadata: MetadataMode = "zookeeper"
     brokers: int = 3
     zookeepers: int = 3
+    controllers: int = 3
     broker_config: dict[str, str] = field(default_factory=dict)
     data_size_mb: int = 2048
     broker_heap: str = "-Xms256m -Xmx768m"
     zookeeper_heap: str = "-Xms64m -Xmx256m"
+    controller_heap: str = "-Xms128m -Xmx512m"
 
     def validate(self) -> None:
-        if self.metadata == "kraft":
-            raise ClusterError("cluster.metadata=kraft is not supported yet: use zookeeper")
-        if self.metadata != "zookeeper":
+        if self.metadata not in ("zookeeper", "kraft"):
             raise ClusterError(f"cluster.metadata must be zookeeper or kraft, not {self.metadata!r}")
+        major = kafka_major(self.kafka_version)
+        if self.metadata == "zookeeper" and major >= 4:
+            raise ClusterError(f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0): "
+                               "set cluster.metadata=kraft")
         if self.brokers < 1:
             raise ClusterError(f"cluster.brokers must be at least 1, not {self.brokers}")
-        if self.zookeepers < 1 or self.zookeepers % 2 == 0:
+        if self.metadata == "zookeeper" and (self.zookeepers < 1 or self.zookeepers % 2 == 0):
             raise ClusterError(f"cluster.zookeepers must be an odd number >= 1, not {self.zookeepers}")
+        if self.metadata == "kraft" and (self.controllers < 1 or self.controllers % 2 == 0):
+            raise ClusterError(f"cluster.controllers must be an odd number >= 1, not {self.controllers}")
         if self.data_size_mb < 256:
             raise ClusterError(f"cluster.data_size_mb must be at least 256, not {self.data_size_mb}")
 

@@ -11,6 +11,7 @@ import docker.errors
 
 from clusters.errors import ClusterError
 from clusters.image import DEFAULT_KAFKA_VERSION
+from clusters.spec import ClusterSpec
 from harness import cluster_cmd
 from harness.run import run_scenario
 from harness.scenario import load_scenario
@@ -58,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     csub = cluster.add_subparsers(dest="action", required=True)
     up = csub.add_parser("up", help="start a cluster and keep it until `kchaos cluster down`")
     up.add_argument("--brokers", type=int, default=3)
-    up.add_argument("--zookeepers", type=int, default=3)
+    up.add_argument("--metadata", choices=("zookeeper", "kraft"), default="zookeeper",
+                    help="ZooKeeper ensemble or dedicated KRaft controllers (Kafka 4.x: kraft only)")
+    up.add_argument("--zookeepers", type=int, default=3, help="ZooKeeper nodes (zookeeper mode)")
+    up.add_argument("--controllers", type=int, default=3, help="dedicated KRaft controllers (kraft mode)")
     up.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     up.add_argument("--json", action="store_true", help="print nodes, IPs and roles as JSON")
     for name, text in (("status", "show nodes and the leaders/ISR of each topic"),
@@ -89,7 +93,9 @@ def dispatch(args: argparse.Namespace) -> int:
         return nightly(args.scenarios, args.out, args.junit or args.out / "junit.xml")
     if args.command == "cluster":
         if args.action == "up":
-            return cluster_cmd.up(args.brokers, args.zookeepers, args.kafka_version, args.json)
+            return cluster_cmd.up(ClusterSpec(kafka_version=args.kafka_version, metadata=args.metadata,
+                                              brokers=args.brokers, zookeepers=args.zookeepers,
+                                              controllers=args.controllers), args.json)
         if args.action == "status":
             return cluster_cmd.status(args.cluster_id)
         return cluster_cmd.down(args.cluster_id)

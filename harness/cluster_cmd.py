@@ -16,9 +16,8 @@ from clusters.spec import ClusterSpec
 CLUSTERS_ROOT = Path("runs") / "clusters"
 
 
-def up(brokers: int, zookeepers: int, kafka_version: str, as_json: bool) -> int:
+def up(spec: ClusterSpec, as_json: bool) -> int:
     started = time.monotonic()
-    spec = ClusterSpec(kafka_version=kafka_version, brokers=brokers, zookeepers=zookeepers)
     spec.validate()
     cluster_id = f"kc{int(time.time()) % 1_000_000:06d}"
     cluster = Cluster.start(spec, CLUSTERS_ROOT / cluster_id, cluster_id=cluster_id)
@@ -26,8 +25,10 @@ def up(brokers: int, zookeepers: int, kafka_version: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps(describe(cluster) | {"ready_s": round(elapsed, 1)}, indent=2))
     else:
+        quorum = (f"{spec.controllers} KRaft controllers" if spec.metadata == "kraft"
+                  else f"{spec.zookeepers} ZooKeeper")
         print(f"cluster {cluster.cluster_id} ready in {elapsed:.1f}s "
-              f"({spec.zookeepers} ZooKeeper, {spec.brokers} brokers, Kafka {spec.kafka_version})")
+              f"({quorum}, {spec.brokers} brokers, Kafka {spec.kafka_version})")
         print(f"bootstrap servers: {cluster.bootstrap_servers}")
         print("stop it with: kchaos cluster down")
     return 0
@@ -37,6 +38,7 @@ def describe(cluster: Cluster) -> dict[str, object]:
     return {
         "cluster": cluster.cluster_id,
         "kafka_version": cluster.spec.kafka_version,
+        "metadata": cluster.spec.metadata,
         "bootstrap_servers": cluster.bootstrap_servers,
         "nodes": [{"name": n.name, "role": n.role, "id": n.node_id, "ip": n.ip if n.running else None,
                    "status": n.status, "pid": n.pid, "container": n.container.name} for n in cluster.nodes],
@@ -45,9 +47,9 @@ def describe(cluster: Cluster) -> dict[str, object]:
 
 def status(cluster_id: str | None) -> int:
     cluster = Cluster.attach(cluster_id)
-    print(f"cluster {cluster.cluster_id} (Kafka {cluster.spec.kafka_version})")
+    print(f"cluster {cluster.cluster_id} (Kafka {cluster.spec.kafka_version}, {cluster.spec.metadata})")
     for n in cluster.nodes:
-        print(f"  {n.name:<9} {n.role:<10} {n.status:<8} {n.ip if n.running else '-'}")
+        print(f"  {n.name:<11} {n.role:<10} {n.status:<8} {n.ip if n.running else '-'}")
     try:
         controller = cluster.controller().name
         topics = sorted(t for t in cluster.admin().list_topics(timeout=10).topics if not t.startswith("__"))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from tenacity import retry, stop_after_delay, wait_fixed
 
 from clusters.cluster import Cluster
@@ -57,7 +57,9 @@ def test_produce_consume_and_survive_a_leader_kill(cluster: Cluster) -> None:
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic.name}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic.name, p) for p in range(topic.partitions)])
+    # from the beginning, not from the group's committed offset: a coordinator that briefly
+    # answers NOT_COORDINATOR would otherwise leave the partitions without a position
+    consumer.assign([TopicPartition(topic.name, p, OFFSET_BEGINNING) for p in range(topic.partitions)])
     seen: set[int] = set()
     for _ in range(600):
         for msg in consumer.consume(1000, timeout=1):
