@@ -1,7 +1,9 @@
-"""The fault interface: a fault chooses nodes, breaks them, and heals them.
+"""The fault interface: a fault chooses its victims, breaks them, and heals them.
 
-Faults speak only to :class:`clusters.node.Node` and :class:`clusters.cluster.Cluster`;
-the schedule (faults/schedule.py) times them and records them. A new fault is
+Node faults speak only to :class:`clusters.node.Node` and
+:class:`clusters.cluster.Cluster`; client faults only to the workload's
+:class:`workloads.client.Client` handles (never to a process directly). The
+schedule (faults/schedule.py) times them and records them. A new fault is
 one module with one subclass, registered in ``faults.registry``.
 """
 
@@ -9,31 +11,37 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.node import Node
-from faults.targets import choose_targets
+from faults.targets import CLIENT_TARGETS, NODE_TARGETS, choose_clients, choose_targets
+from workloads.client import Client
+
+Victim = TypeVar("Victim", Node, Client)
 
 
 class FaultError(RuntimeError):
     """A fault could not be applied or healed, or did not take effect."""
 
 
-class Fault(ABC):
+class Fault(ABC, Generic[Victim]):
     """One kind of fault. ``apply`` and ``heal`` must check that they took effect."""
 
     kind: ClassVar[str]
     # option name -> default; a scenario's `options:` may set only these
     options: ClassVar[Mapping[str, Any]] = {}
+    # the targets a scenario may give it: nodes, unless it is a ClientFault
+    targets: ClassVar[tuple[str, ...]] = NODE_TARGETS
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
         self.cluster = cluster
         self.topic = topic
         self.rng = rng
+        self.clients = clients
         self.check_options(options or {})
         self.settings: dict[str, Any] = {**self.options, **(options or {})}
 
@@ -45,16 +53,25 @@ class Fault(ABC):
             known = ", ".join(cls.options) or "none"
             raise FaultError(f"{cls.kind} has no option {', '.join(sorted(unknown))} (options: {known})")
 
-    def choose(self, target: str) -> list[Node]:
+    @classmethod
+    def check_target(cls, target: str) -> None:
+        """Refuse a target of the wrong sort: a node fault cannot hit a client, nor the reverse."""
+        if target not in cls.targets:
+            sort = "workload client" if cls.targets == CLIENT_TARGETS else "node"
+            raise FaultError(f"{cls.kind} hits a {sort}: target must be one of {', '.join(cls.targets)}, "
+                             f"not {target!r}")
+
+    def choose(self, target: str) -> list[Victim]:
         """The nodes this application hits; empty when there is nothing to hit right now."""
-        return [n for n in choose_targets(self.cluster, self.topic, target, self.rng) if n.running]
+        nodes = choose_targets(self.cluster, self.topic, target, self.rng)
+        return [n for n in nodes if n.running]  # type: ignore[misc]
 
     @abstractmethod
-    def apply(self, nodes: list[Node]) -> str:
+    def apply(self, nodes: list[Victim]) -> str:
         """Break ``nodes``; return a one-line detail for events.jsonl."""
 
     @abstractmethod
-    def heal(self, nodes: list[Node]) -> None:
+    def heal(self, nodes: list[Victim]) -> None:
         """Undo ``apply`` and check that it was undone."""
 
     def recover(self, nodes: list[Node]) -> None:
@@ -64,3 +81,12 @@ class Fault(ABC):
                 self.cluster.recover(node)
         except ClusterError as e:
             raise FaultError(str(e)) from None
+
+
+class ClientFault(Fault[Client]):
+    """A fault that hits the workload's producers and consumers, not the cluster."""
+
+    targets = CLIENT_TARGETS
+
+    def choose(self, target: str) -> list[Client]:
+        return choose_clients(self.clients, target, self.rng)

@@ -8,9 +8,16 @@ A DROP in both directions on one side is enough to cut a link.
 Modes (``options: {mode: ...}``):
 
 * ``isolate``       the targets lose every other node (clients still reach them)
+* ``brokers``       the targets lose the other brokers only: they still reach the
+                    metadata quorum and the clients, so a leader's followers fall
+                    out of its ISR while it goes on acknowledging writes. With
+                    ZooKeeper, ``partition-leader`` then means a leader that is
+                    also the controller: an ISR shrinks only through the
+                    controller, a broker there, and the cut would hide it
 * ``halves``        all nodes split into two random halves
 * ``majority-ring`` each node sees a majority, no two the same majority (Jepsen's)
-* ``zookeeper``     the targets lose the ZooKeeper ensemble only
+* ``zookeeper``     the targets lose the metadata quorum only: the ZooKeeper
+                    ensemble, or in KRaft mode the controllers
 * ``clients``       the harness's clients lose the targets; the cluster does not
 """
 
@@ -25,7 +32,7 @@ from clusters.node import Node, tcp_open
 from faults.base import Fault, FaultError
 
 CHAIN = "KCHAOS"
-MODES = ("isolate", "halves", "majority-ring", "zookeeper", "clients")
+MODES = ("isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients")
 
 
 def iptables(node: Node, *args: str, check: bool = True) -> bool:
@@ -85,7 +92,19 @@ class PartitionFault(Fault):
     def choose(self, target: str) -> list[Node]:
         if self.settings["mode"] in ("halves", "majority-ring"):
             return sorted((n for n in self.cluster.nodes if n.running), key=lambda n: n.name)
+        if self.settings["mode"] == "brokers" and target == "partition-leader" and not self.cluster.kraft:
+            return self._controller_if_leader()
         return super().choose(target)
+
+    def _controller_if_leader(self) -> list[Node]:
+        """A leader shrinks its ISR through the controller; with ZooKeeper the controller is a broker, so
+        a leader cut from the other brokers can shrink it only when it is the controller itself."""
+        try:
+            controller = self.cluster.controller()
+            leads = any(p.leader == controller.node_id for p in self.cluster.partitions(self.topic))
+        except ClusterError:
+            return []
+        return [controller] if leads and controller.running else []
 
     def grudges(self, nodes: list[Node]) -> dict[Node, list[Node]]:
         """For each node that gets rules: the nodes it must not reach."""
@@ -93,8 +112,11 @@ class PartitionFault(Fault):
         everyone = sorted(self.cluster.nodes, key=lambda n: n.name)
         if mode == "isolate":
             return {t: [n for n in everyone if n is not t] for t in nodes}
+        if mode == "brokers":
+            return {t: [b for b in self.cluster.brokers if b not in nodes] for t in nodes}
         if mode == "zookeeper":
-            return {t: list(self.cluster.zookeepers) for t in nodes if t.role != "zookeeper"}
+            quorum = self.cluster.metadata_nodes
+            return {t: list(quorum) for t in nodes if t not in quorum}
         shuffled = list(nodes)
         self.rng.shuffle(shuffled)
         if mode == "halves":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from faults.base import Fault
+from faults.client_crash import ClientCrashFault
 from faults.disk_full import DiskFullFault
 from faults.kill import KillFault
 from faults.partition import PartitionFault
@@ -11,5 +12,6 @@ from faults.power_loss import PowerLossFault
 from faults.slow_network import SlowNetworkFault
 
 FAULTS: dict[str, type[Fault]] = {
-    f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault)
+    f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault,
+                        ClientCrashFault)
 }

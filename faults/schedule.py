@@ -4,7 +4,8 @@ After a warm-up, the faults of the scenario take turns: each starts a random
 interval (within its bounds) after the previous start, holds for its
 duration, and heals. Nothing starts that could not heal before the end of
 the load, and ``stop()`` heals whatever is active. Every application and heal
-is one ``fault`` line in events.jsonl (``phase`` start / heal). A fault that
+is one ``fault`` line in events.jsonl (``phase`` start / heal; ``targets``
+are node names, or client names as they were when the fault hit). A fault that
 cannot be applied or healed stops the schedule; the run then heals and exits 2.
 """
 
@@ -13,34 +14,46 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clusters.cluster import Cluster
-from clusters.node import Node
 from faults.base import Fault, FaultError
 from faults.registry import FAULTS
+from workloads.client import Client
 from workloads.history import History
 
 log = logging.getLogger(__name__)
 
 
+SAME = "same"   # the target of a nested fault that hits what its outer fault hit
+
+
 @dataclass(frozen=True)
 class FaultPlan:
-    """One fault of the scenario: what, whom, how often, how long."""
+    """One fault of the scenario: what, whom, how often, how long.
+
+    ``then`` is a fault applied ``then.after_s`` into this one and healed
+    before it (Jepsen's composed nemeses): a leader cut from its followers
+    that then loses power, say. Its target may be ``same``.
+    """
 
     kind: str
     target: str
     interval_s: tuple[float, float]
     duration_s: float
     options: tuple[tuple[str, Any], ...] = ()
+    then: "FaultPlan | None" = None
+    after_s: float = 0.0
 
 
 @dataclass
 class ActiveFault:
     plan: FaultPlan
     fault: Fault
-    nodes: list[Node]
+    victims: list[Any]          # nodes, or workload clients
+    names: list[str]            # as they were when hit (a restarted client gets a new name)
     start_ns: int
     detail: str
 
@@ -49,8 +62,9 @@ class Nemesis:
     """Runs the fault schedule in a thread of its own."""
 
     def __init__(self, cluster: Cluster, topic: str, plans: list[FaultPlan], history: History,
-                 seed: int, warmup_s: float, load_s: float) -> None:
+                 seed: int, warmup_s: float, load_s: float, clients: Sequence[Client] = ()) -> None:
         self.cluster = cluster
+        self.clients = clients
         self.topic = topic
         self.plans = plans
         self.history = history
@@ -58,15 +72,15 @@ class Nemesis:
         self.warmup_s = warmup_s
         self.load_s = load_s
         self.applied = 0
-        self.active: ActiveFault | None = None
+        self.active: list[ActiveFault] = []   # outermost first; healed innermost first
         self.error: FaultError | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
     @property
     def current(self) -> str:
-        active = self.active
-        return f"{active.plan.kind} {', '.join(n.name for n in active.nodes)}" if active else "none"
+        active = list(self.active)
+        return " + ".join(f"{a.plan.kind} {', '.join(a.names)}" for a in active) if active else "none"
 
     def start(self) -> None:
         self._thread.start()
@@ -86,11 +100,16 @@ class Nemesis:
         except FaultError as e:
             self.error = e
             log.error("fault failed: %s", e)
+        except Exception as e:  # a bug must not end the schedule in silence: the run exits 2 with it
+            self.error = FaultError(f"the fault schedule broke: {type(e).__name__}: {e}")
+            log.exception("the fault schedule broke")
         finally:
             try:
                 self._heal_active()
             except FaultError as e:
                 self.error = self.error or e
+            except Exception as e:
+                self.error = self.error or FaultError(f"healing broke: {type(e).__name__}: {e}")
 
     def _schedule(self) -> None:
         if not self.plans or not self._sleep_until(self.warmup_s):
@@ -104,34 +123,53 @@ class Nemesis:
             if next_start + plan.duration_s > self.load_s or not self._sleep_until(next_start):
                 return
             started = self.history.clock.seconds()
-            self._apply(plan)
+            outer = self._apply(plan)
+            nested = plan.then
+            if outer is not None and nested is not None:
+                if not self._sleep_until(started + nested.after_s):
+                    return
+                if self._apply(nested, outer.victims if nested.target == SAME else None) is not None:
+                    if not self._sleep_until(started + nested.after_s + nested.duration_s):
+                        return
+                    self._heal_innermost()
             if not self._sleep_until(started + plan.duration_s):
                 return
-            self._heal_active()
+            self._heal_innermost()
             next_start = started + self.rng.uniform(*plan.interval_s)
 
-    def _apply(self, plan: FaultPlan) -> None:
-        fault = FAULTS[plan.kind](self.cluster, self.topic, self.rng, dict(plan.options))
-        nodes = fault.choose(plan.target)
-        if not nodes:
+    def _apply(self, plan: FaultPlan, victims: list[Any] | None = None) -> ActiveFault | None:
+        """Apply ``plan`` to ``victims`` (chosen by its target when None); None when there was nothing to hit."""
+        fault = FAULTS[plan.kind](self.cluster, self.topic, self.rng, dict(plan.options), clients=self.clients)
+        if victims is None:
+            victims = fault.choose(plan.target)
+        else:
+            victims = [v for v in victims if getattr(v, "running", True)]
+        if not victims:
             log.info("no %s to %s right now; skipped", plan.target, plan.kind)
-            return
-        # active before apply: a fault that breaks half its nodes and fails is still healed
-        self.active = ActiveFault(plan, fault, nodes, self.history.clock.now_ns(), "")
-        self.active.detail = fault.apply(nodes)
+            return None
+        # active before apply: a fault that breaks half its victims and fails is still healed
+        active = ActiveFault(plan, fault, victims, [v.name for v in victims], self.history.clock.now_ns(), "")
+        self.active.append(active)
+        active.detail = fault.apply(victims)
         self.applied += 1
-        self._record(self.active, "start", None)
+        self._record(active, "start", None)
+        return active
+
+    def _heal_innermost(self) -> None:
+        if not self.active:
+            return
+        active = self.active[-1]
+        active.fault.heal(active.victims)
+        self.active.pop()
+        self._record(active, "heal", self.history.clock.now_ns())
 
     def _heal_active(self) -> None:
-        active = self.active
-        if active is None:
-            return
-        active.fault.heal(active.nodes)
-        self.active = None
-        self._record(active, "heal", self.history.clock.now_ns())
+        """Heal every active fault, innermost first."""
+        while self.active:
+            self._heal_innermost()
 
     def _record(self, active: ActiveFault, phase: str, end_ns: int | None) -> None:
         self.history.event("fault", fault=active.plan.kind, phase=phase, target=active.plan.target,
                            options=dict(active.plan.options),
-                           targets=[n.name for n in active.nodes], start_ns=active.start_ns, end_ns=end_ns,
+                           targets=active.names, start_ns=active.start_ns, end_ns=end_ns,
                            detail=active.detail, time_ns=self.history.clock.now_ns())

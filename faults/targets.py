@@ -1,14 +1,19 @@
-"""Which nodes a fault hits: a partition's leader, the controller, random nodes, a majority, all."""
+"""What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all)
+or workload clients (a producer, a consumer, any of them)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.node import Node
+from workloads.client import Client
 
-TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers")
+NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers")
+CLIENT_TARGETS = ("producer", "consumer", "random-client")
+TARGETS = NODE_TARGETS + CLIENT_TARGETS
 
 
 def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random) -> list[Node]:
@@ -35,3 +40,12 @@ def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random
     if target == "all-brokers":
         return brokers
     raise ValueError(f"unknown fault target {target!r}; one of {', '.join(TARGETS)}")
+
+
+def choose_clients(clients: Sequence[Client], target: str, rng: random.Random) -> list[Client]:
+    """One running workload process for ``target``; empty when none runs (e.g. no consumers)."""
+    if target not in CLIENT_TARGETS:
+        raise ValueError(f"unknown client target {target!r}; one of {', '.join(CLIENT_TARGETS)}")
+    role = None if target == "random-client" else target  # "producer" and "consumer" are roles
+    running = sorted((c for c in clients if c.running and role in (None, c.role)), key=lambda c: c.name)
+    return [rng.choice(running)] if running else []

@@ -46,8 +46,21 @@ class Outcome:
         return lines[-1] if lines else f"exit code {self.code}"
 
 
-def nightly_scenarios(folder: Path) -> tuple[list[tuple[str, Path]], list[Outcome]]:
-    """(name, path) of each scenario file marked nightly, and an error outcome for each that does not load."""
+@dataclass(frozen=True)
+class Variant:
+    """One nightly run: a scenario file, in one metadata mode when the file asks for several."""
+
+    name: str
+    path: Path
+    overrides: tuple[str, ...] = ()
+
+
+def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
+    """The runs the nightly scenario files ask for, and an error outcome for each file that does not load.
+
+    ``nightly: true`` runs a file as written; ``nightly: [zookeeper, kraft]``
+    runs it once per metadata mode, named ``<scenario>@<mode>``.
+    """
     chosen, broken = [], []
     for path in sorted(folder.glob("*.y*ml")):
         try:
@@ -55,18 +68,24 @@ def nightly_scenarios(folder: Path) -> tuple[list[tuple[str, Path]], list[Outcom
         except HarnessError as e:
             broken.append(Outcome(path.stem, path, EXIT_HARNESS, 0.0, f"kchaos: {e}"))
             continue
-        if scenario.nightly:
-            chosen.append((scenario.name, path))
+        if scenario.nightly is True:
+            chosen.append(Variant(scenario.name, path))
+        elif scenario.nightly:
+            chosen.extend(Variant(f"{scenario.name}@{mode}", path, (f"cluster.metadata={mode}",))
+                          for mode in scenario.nightly)
     return chosen, broken
 
 
-def run_one(name: str, path: Path, out: Path, log_dir: Path) -> Outcome:
+def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
     """``kchaos run`` in a child process; its output goes to the console and to log_dir/<name>.log."""
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     lines: list[str] = []
+    name, path = variant.name, variant.path
+    overrides = [arg for setting in variant.overrides for arg in ("--set", setting)]
     with (log_dir / f"{name}.log").open("w") as log:
-        child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out)],
+        child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out),
+                                  *overrides],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         assert child.stdout is not None
         for line in child.stdout:
@@ -100,22 +119,23 @@ def junit_xml(outcomes: list[Outcome]) -> ET.ElementTree:
 
 
 def nightly(scenarios: Path, out: Path, junit: Path,
-            runner: Callable[[str, Path, Path, Path], Outcome] = run_one) -> int:
+            runner: Callable[[Variant, Path, Path], Outcome] = run_one) -> int:
     chosen, outcomes = nightly_scenarios(scenarios)
     if not chosen and not outcomes:
         raise HarnessError(f"{scenarios}: no scenario has `nightly: true`")
-    print(f"nightly: {len(chosen)} scenario(s): {', '.join(name for name, _ in chosen)}")
+    print(f"nightly: {len(chosen)} run(s): {', '.join(v.name for v in chosen)}")
     out.mkdir(parents=True, exist_ok=True)
-    for name, path in chosen:
-        print(f"== {name} ({path})", flush=True)
-        outcomes.append(runner(name, path, out, out / "nightly-logs"))
+    started = time.monotonic()
+    for variant in chosen:
+        print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
+        outcomes.append(runner(variant, out, out / "nightly-logs"))
     matrix = write_matrix(out)
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit_xml(outcomes).write(junit, encoding="utf-8", xml_declaration=True)
     for o in outcomes:
         state = {EXIT_VALID: "ok", EXIT_INVALID: "FAILED"}.get(o.code, "ERROR")
         print(f"{state:7} {o.name} ({o.seconds:.0f} s) {o.summary}")
-    print(f"matrix: {matrix}\njunit: {junit}")
+    print(f"matrix: {matrix}\njunit: {junit}\nnightly took {(time.monotonic() - started) / 60:.1f} min")
     if any(o.code not in (EXIT_VALID, EXIT_INVALID) for o in outcomes):
         return EXIT_HARNESS
     return EXIT_INVALID if any(o.code == EXIT_INVALID for o in outcomes) else EXIT_VALID

@@ -75,6 +75,7 @@ def durability_config(scenario: dict[str, Any] | None) -> dict[str, Any]:
     if (consumers.get("config") or {}).get("enable.auto.commit") is not None:
         commit = f"{commit} (enable.auto.commit={consumers['config']['enable.auto.commit']})"
     return {
+        "metadata": cluster.get("metadata", "zookeeper"),
         "acks": "all" if acks == "-1" else acks,
         "min.insync.replicas": topic.get("min_insync_replicas", "?"),
         "replication factor": topic.get("replication_factor", "?"),

@@ -2,7 +2,10 @@
 
 The run directory (runs/<scenario>/<UTC timestamp>/) is written as the run
 goes, so a harness killed at any point leaves a history ``kchaos check`` can
-read; teardown of the cluster runs on every exit the process survives.
+read; teardown of the cluster runs on every exit the process survives. The
+producers and consumers are processes of their own: the trial kills them on
+every exit path, and they exit by themselves when the harness dies (their
+stdin closes).
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from faults.schedule import Nemesis
 from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.scenario import Scenario
-from workloads.consumer import ConsumerWorker, read_back
+from workloads.client import WorkloadError
+from workloads.consumer import ConsumerClient, read_back
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, record_committed
-from workloads.producer import ProducerWorker
+from workloads.producer import ProducerClient
+from workloads.workload import Workload
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +81,7 @@ def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
 
 
 class Trial:
-    """The workload, the observer and the nemesis around one cluster."""
+    """The workload processes, the observer and the nemesis around one cluster."""
 
     def __init__(self, scenario: Scenario, cluster: Cluster, history: History, progress: RunProgress) -> None:
         self.scenario = scenario
@@ -86,24 +91,36 @@ class Trial:
         topic = scenario.topic.name
         bootstrap = cluster.bootstrap_servers
         w = scenario.workload
-        self.producers = [ProducerWorker(f"p{i}", bootstrap, topic, dict(w.producers.config), history.sends,
-                                         history.clock, w.producers.rate, w.producers.message_bytes)
-                          for i in range(w.producers.count)]
-        self.consumers = [ConsumerWorker(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
-                                         dict(w.consumers.config), history.reads, history.clock)
-                          for i in range(w.consumers.count)]
+        self.workload = Workload(
+            producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producers.config), history.sends,
+                                      history.clock, w.producers.rate, w.producers.message_bytes)
+                       for i in range(w.producers.count)],
+            consumers=[ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
+                                      dict(w.consumers.config), history.reads, history.clock,
+                                      w.consumers.processing_ms)
+                       for i in range(w.consumers.count)])
         self.observer = LeaderObserver(cluster, topic, history)
 
     def run(self) -> str | None:
-        """Returns a harness error (a fault that failed), or None."""
+        """Returns a harness error (a fault that failed, a workload process that died), or None."""
+        try:
+            return self._run()
+        finally:
+            self.workload.abort()  # every exit path (SIGTERM, Ctrl-C, errors): no process outlives the trial
+
+    def _run(self) -> str | None:
         s = self.scenario
+        self.progress.phase("starting clients")
+        try:
+            self.workload.start()
+        except WorkloadError as e:
+            raise HarnessError(f"the workload could not start: {e}") from None
         load_start = self.history.clock.seconds()
         load_end = load_start + s.workload.duration_s
         nemesis = Nemesis(self.cluster, s.topic.name, s.fault_plans(), self.history, s.seed,
-                          warmup_s=load_start + s.schedule.warmup_s, load_s=load_end)
+                          warmup_s=load_start + s.schedule.warmup_s, load_s=load_end,
+                          clients=self.workload.clients)
         self.observer.start()
-        for worker in [*self.consumers, *self.producers]:
-            worker.start()
         nemesis.start()
         try:
             self.progress.phase("load")
@@ -113,32 +130,23 @@ class Trial:
         finally:
             self.progress.phase("healing")
             nemesis.stop()
-            for p in self.producers:
-                p.stop()
-            for p in self.producers:
-                p.join()
-        error = str(nemesis.error) if nemesis.error else None
+        self.workload.stop_producers()
         self.progress.phase("settling")
         self._settle(s.schedule.settle_s)
-        for c in self.consumers:
-            c.stop()
-        for c in self.consumers:
-            c.join()
+        self.workload.stop_consumers()
         self.observer.stop()
         self.observer.join()
-        if self.consumers:
+        if self.workload.consumers:
             record_committed(self.cluster, s.workload.consumers.group, s.topic.name, s.topic.partitions, self.history)
         self.progress.phase("final read")
         read_back(self.cluster.bootstrap_servers, s.topic.name, s.topic.partitions, self.history,
                   s.schedule.final_read_timeout_s)
         self._show("none", s.workload.duration_s)
-        return error
+        errors = ([str(nemesis.error)] if nemesis.error else []) + self.workload.failures
+        return "; ".join(errors) if errors else None
 
     def _show(self, fault: str, elapsed_s: float) -> None:
-        sent = [p.counts for p in self.producers]
-        self.progress.update(elapsed_s, acked=sum(c.ok for c in sent), failed=sum(c.fail for c in sent),
-                             unknown=sum(c.info for c in sent), reads=sum(c.count for c in self.consumers),
-                             fault=fault)
+        self.progress.update(elapsed_s, fault=fault, **self.workload.counts())
 
     def _settle(self, settle_s: float) -> None:
         """Wait for every node to serve and every partition to have a leader and a full ISR."""

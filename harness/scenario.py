@@ -21,8 +21,8 @@ from clusters.image import DEFAULT_KAFKA_VERSION
 from clusters.spec import ClusterSpec, TopicSpec
 from faults.base import FaultError
 from faults.registry import FAULTS
-from faults.schedule import FaultPlan
-from faults.targets import TARGETS
+from faults.schedule import SAME, FaultPlan
+from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
 
 Scalar = Union[bool, int, float, str]
@@ -41,7 +41,8 @@ class ClusterModel(Strict):
     kafka_version: str = DEFAULT_KAFKA_VERSION
     metadata: Literal["zookeeper", "kraft"] = "zookeeper"
     brokers: int = Field(3, ge=1, le=9)
-    zookeepers: int = Field(3, ge=1, le=7)
+    zookeepers: int = Field(3, ge=1, le=7, description="ZooKeeper mode only")
+    controllers: int = Field(3, ge=1, le=7, description="KRaft mode only: dedicated controllers")
     broker_config: dict[str, Scalar] = {}
     data_size_mb: int = Field(2048, ge=256)
 
@@ -72,7 +73,10 @@ class ProducersModel(Strict):
 class ConsumersModel(Strict):
     count: int = Field(1, ge=0, le=64)
     group: str = "kchaos-app"
-    commit: Literal["auto", "manual"] = "auto"
+    commit: Literal["auto", "manual"] = Field("auto", description="auto: the client's timer commits what was "
+                                              "polled; manual: a synchronous commit after processing")
+    processing_ms: float = Field(0, ge=0, le=600_000, description="time the application spends on each polled "
+                                 "batch before its records count as processed")
     config: dict[str, Scalar] = {}
 
 
@@ -82,26 +86,74 @@ class WorkloadModel(Strict):
     consumers: ConsumersModel = ConsumersModel()
 
 
-class FaultModel(Strict):
+def known_fault(kind: str) -> str:
+    if kind not in FAULTS:
+        raise ValueError(f"unknown fault {kind!r}; one of {', '.join(sorted(FAULTS))}")
+    return kind
+
+
+def known_target(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; one of {', '.join(TARGETS)}")
+    return target
+
+
+class NestedFaultModel(Strict):
+    """A fault applied ``after_s`` into its outer fault and healed before it; ``same`` hits the outer's victims."""
+
     kind: str
-    target: str = "partition-leader"
-    interval_s: tuple[float, float] = (10.0, 15.0)
+    target: str = SAME
+    after_s: float = Field(0, ge=0)
     duration_s: float = Field(5, gt=0)
     options: dict[str, Scalar] = {}
 
     @field_validator("kind")
     @classmethod
     def _kind(cls, kind: str) -> str:
-        if kind not in FAULTS:
-            raise ValueError(f"unknown fault {kind!r}; one of {', '.join(sorted(FAULTS))}")
-        return kind
+        return known_fault(kind)
 
     @field_validator("target")
     @classmethod
     def _target(cls, target: str) -> str:
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; one of {', '.join(TARGETS)}")
-        return target
+        return target if target == SAME else known_target(target)
+
+    @model_validator(mode="after")
+    def _fits(self) -> "NestedFaultModel":
+        try:
+            FAULTS[self.kind].check_options(self.options)
+            if self.target != SAME:
+                FAULTS[self.kind].check_target(self.target)
+        except FaultError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+
+class FaultModel(Strict):
+    kind: str
+    target: str = Field("partition-leader", description="a node target; random-client for client faults")
+    interval_s: tuple[float, float] = (10.0, 15.0)
+    duration_s: float = Field(5, gt=0)
+    options: dict[str, Scalar] = {}
+    then: NestedFaultModel | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_default(cls, raw: Any) -> Any:
+        """A client fault with no target hits any workload client, not a partition leader."""
+        if isinstance(raw, dict) and "target" not in raw and raw.get("kind") in FAULTS \
+                and FAULTS[raw["kind"]].targets == CLIENT_TARGETS:
+            return {**raw, "target": "random-client"}
+        return raw
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, kind: str) -> str:
+        return known_fault(kind)
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, target: str) -> str:
+        return known_target(target)
 
     @field_validator("interval_s", mode="before")
     @classmethod
@@ -115,9 +167,23 @@ class FaultModel(Strict):
             raise ValueError(f"interval_s must be a positive [min, max], not [{lo}, {hi}]")
         try:
             FAULTS[self.kind].check_options(self.options)
+            FAULTS[self.kind].check_target(self.target)
+            if self.then is not None and self.then.target == SAME:
+                FAULTS[self.then.kind].check_target(self.target)
         except FaultError as e:
             raise ValueError(str(e)) from None
+        if self.then is not None and self.then.after_s + self.then.duration_s > self.duration_s:
+            raise ValueError(f"then: after_s + duration_s = {self.then.after_s + self.then.duration_s:g} s "
+                             f"outlasts the outer fault's duration_s = {self.duration_s:g} s")
         return self
+
+    def plan(self) -> FaultPlan:
+        nested = self.then
+        then = None if nested is None else FaultPlan(
+            nested.kind, nested.target, (nested.duration_s, nested.duration_s), nested.duration_s,
+            tuple(sorted(nested.options.items())), after_s=nested.after_s)
+        return FaultPlan(self.kind, self.target, self.interval_s, self.duration_s,
+                         tuple(sorted(self.options.items())), then=then)
 
 
 class ScheduleModel(Strict):
@@ -129,7 +195,8 @@ class ScheduleModel(Strict):
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
     description: str = ""
-    nightly: bool = False
+    # true: the nightly job runs the file as written; a list of metadata modes: once in each
+    nightly: Union[bool, list[Literal["zookeeper", "kraft"]]] = False
     seed: int = 0
     cluster: ClusterModel = ClusterModel()
     topic: TopicModel = TopicModel()
@@ -163,7 +230,7 @@ class Scenario(Strict):
     def cluster_spec(self) -> ClusterSpec:
         c = self.cluster
         return ClusterSpec(kafka_version=c.kafka_version, metadata=c.metadata, brokers=c.brokers,
-                           zookeepers=c.zookeepers, data_size_mb=c.data_size_mb,
+                           zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()})
 
     def topic_spec(self) -> TopicSpec:
@@ -172,8 +239,7 @@ class Scenario(Strict):
                          {k: _kafka_value(v) for k, v in t.config.items()})
 
     def fault_plans(self) -> list[FaultPlan]:
-        return [FaultPlan(f.kind, f.target, f.interval_s, f.duration_s, tuple(sorted(f.options.items())))
-                for f in self.faults]
+        return [f.plan() for f in self.faults]
 
     def resolved(self) -> dict[str, Any]:
         """Every default filled in, as written to the run's scenario.yaml."""

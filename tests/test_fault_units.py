@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import random
+import time
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 
-from faults.base import FaultError
+from faults.base import Fault, FaultError
+from faults.schedule import SAME, FaultPlan, Nemesis
+from workloads.history import History, RunClock
 from faults.partition import PartitionFault, ring_grudges
 from faults.registry import FAULTS
 
@@ -38,4 +44,74 @@ def test_fault_options_are_checked() -> None:
         PartitionFault.check_options({"mode": "sideways"})
     with pytest.raises(FaultError, match="kill has no option rate"):
         FAULTS["kill"].check_options({"rate": "1mbit"})
-    assert set(FAULTS) == {"kill", "pause", "partition", "power-loss", "slow-network", "disk-full"}
+    assert set(FAULTS) == {"kill", "pause", "partition", "power-loss", "slow-network", "disk-full", "client-crash"}
+
+
+# --- composed faults: a fault inside another ------------------------------------------------------------
+
+
+class Recorded(Fault):
+    """A fault that only writes down what the nemesis asked of it."""
+
+    kind = "recorded"
+    calls: list[tuple[str, str, tuple[str, ...]]] = []
+
+    def choose(self, target: str) -> list[Named]:  # type: ignore[override]
+        return [Named(target)]
+
+    def apply(self, nodes: list[Named]) -> str:  # type: ignore[override]
+        self.calls.append(("apply", self.settings.get("tag", "?"), tuple(n.name for n in nodes)))
+        return "recorded"
+
+    def heal(self, nodes: list[Named]) -> None:  # type: ignore[override]
+        self.calls.append(("heal", self.settings.get("tag", "?"), tuple(n.name for n in nodes)))
+
+
+Recorded.options = {"tag": "?"}
+
+
+def test_a_nested_fault_hits_the_same_victims_inside_its_outer_fault(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FAULTS, "recorded", Recorded)
+    Recorded.calls = []
+    history = History(tmp_path, RunClock())
+    inner = FaultPlan("recorded", SAME, (0.3, 0.3), 0.3, (("tag", "inner"),), after_s=0.3)
+    outer = FaultPlan("recorded", "leader-x", (60, 60), 1.0, (("tag", "outer"),), then=inner)
+    nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=1.5)  # type: ignore[arg-type]
+    nemesis.start()
+    time.sleep(0.45)
+    assert nemesis.current == "recorded leader-x + recorded leader-x"
+    nemesis._thread.join(timeout=5)
+    nemesis.stop()
+    history.close()
+    assert Recorded.calls == [("apply", "outer", ("leader-x",)), ("apply", "inner", ("leader-x",)),
+                              ("heal", "inner", ("leader-x",)), ("heal", "outer", ("leader-x",))]
+    events = [json.loads(line) for line in (tmp_path / "history" / "events.jsonl").read_text().splitlines()]
+    assert [(e["phase"], e["options"]["tag"]) for e in events] == [
+        ("start", "outer"), ("start", "inner"), ("heal", "inner"), ("heal", "outer")]
+
+
+def test_stopping_heals_nested_faults_innermost_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FAULTS, "recorded", Recorded)
+    Recorded.calls = []
+    history = History(tmp_path, RunClock())
+    inner = FaultPlan("recorded", SAME, (5, 5), 5, (("tag", "inner"),), after_s=0.1)
+    outer = FaultPlan("recorded", "n1", (60, 60), 20, (("tag", "outer"),), then=inner)
+    nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=60)  # type: ignore[arg-type]
+    nemesis.start()
+    time.sleep(0.4)
+    nemesis.stop()
+    history.close()
+    assert [c[:2] for c in Recorded.calls] == [("apply", "outer"), ("apply", "inner"), ("heal", "inner"),
+                                               ("heal", "outer")]
+
+
+def test_brokers_mode_cuts_a_target_from_the_other_brokers_only() -> None:
+    class Cluster:
+        brokers = [Named("broker1"), Named("broker2"), Named("broker3")]
+        nodes = brokers + [Named("zk1")]
+
+    fault = PartitionFault(Cluster(), "t", random.Random(1), {"mode": "brokers"})  # type: ignore[arg-type]
+    target = Cluster.brokers[1]
+    assert {t.name: [p.name for p in peers] for t, peers in fault.grudges([target]).items()} == {
+        "broker2": ["broker1", "broker3"]}

@@ -28,7 +28,7 @@ from checkers.reference import check_run, write_results
 from harness.cli import main
 from harness.expect import unmet
 from harness.matrix import write_matrix
-from harness.nightly import Outcome, junit_xml, nightly, nightly_scenarios
+from harness.nightly import Outcome, Variant, junit_xml, nightly, nightly_scenarios
 from harness.report import NS, latency_bucket, bucket_ms, scan_history, write_report
 from harness.scenario import load_scenario
 
@@ -333,7 +333,7 @@ def test_matrix_cli_on_an_empty_root(tmp_path: Path) -> None:
 def test_the_repository_marks_both_leader_kill_scenarios_nightly() -> None:
     chosen, broken = nightly_scenarios(REPO / "scenarios")
     assert not broken
-    assert {"acks1-leader-kill", "acksall-leader-kill"} <= {name for name, _ in chosen}
+    assert {"acks1-leader-kill", "acksall-leader-kill"} <= {v.name.split("@")[0] for v in chosen}
 
 
 def test_nightly_runs_each_marked_scenario_and_writes_junit(tmp_path: Path) -> None:
@@ -346,24 +346,45 @@ def test_nightly_runs_each_marked_scenario_and_writes_junit(tmp_path: Path) -> N
     out = tmp_path / "runs"
     ran: list[str] = []
 
-    def fake_run(name: str, path: Path, out_dir: Path, log_dir: Path) -> Outcome:
+    def fake_run(variant: Variant, out_dir: Path, log_dir: Path) -> Outcome:
+        name, path = variant.name, variant.path
         ran.append(name)
-        run = make_run(out_dir, path.name, lossy=name == "acks1-leader-kill")
-        code = 1 if name == "acksall-leader-kill" else 0
+        stamp = f"2026010{len(ran)}T000000.000000Z"
+        run = make_run(out_dir, path.name, lossy=path.stem == "acks1-leader-kill", stamp=stamp)
+        code = 1 if path.stem == "acksall-leader-kill" else 0
         text = f"run directory: {run}\nverdict: {'valid; expectations NOT met: lost is 0' if code else 'ok'}\n"
         return Outcome(name, path, code, 1.5, text, str(run))
 
     code = nightly(scenarios, out, out / "junit.xml", runner=fake_run)
-    assert sorted(ran) == ["acks1-leader-kill", "acksall-leader-kill"]
+    variants = [f"{name}@{mode}" for name in ("acks1-leader-kill", "acksall-leader-kill")
+                for mode in ("zookeeper", "kraft")]
+    assert sorted(ran) == sorted(variants)
     assert code == 2  # broken.yaml could not be loaded
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "3" and suite.get("failures") == "1"
+    assert suite is not None and suite.get("tests") == "5" and suite.get("failures") == "2"
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert set(cases) == {"broken", "acks1-leader-kill", "acksall-leader-kill"}
-    assert cases["acksall-leader-kill"].find("failure") is not None
+    assert set(cases) == {"broken", *variants}
+    assert all(cases[f"acksall-leader-kill@{m}"].find("failure") is not None for m in ("zookeeper", "kraft"))
     assert cases["broken"].find("error") is not None
-    assert cases["acks1-leader-kill"].find("failure") is None and cases["acks1-leader-kill"].find("error") is None
+    ok = cases["acks1-leader-kill@kraft"]
+    assert ok.find("failure") is None and ok.find("error") is None
     assert (out / "index.html").is_file()
+
+
+def test_nightly_runs_a_scenario_once_per_listed_metadata_mode(tmp_path: Path) -> None:
+    (tmp_path / "both.yaml").write_text("name: both\nnightly: [zookeeper, kraft]\n")
+    (tmp_path / "as-written.yaml").write_text("name: as-written\nnightly: true\n")
+    chosen, broken = nightly_scenarios(tmp_path)
+    assert not broken
+    assert [(v.name, v.overrides) for v in chosen] == [
+        ("as-written", ()), ("both@zookeeper", ("cluster.metadata=zookeeper",)),
+        ("both@kraft", ("cluster.metadata=kraft",))]
+
+
+def test_nightly_refuses_an_unknown_metadata_mode(tmp_path: Path) -> None:
+    (tmp_path / "odd.yaml").write_text("name: odd\nnightly: [etcd]\n")
+    chosen, broken = nightly_scenarios(tmp_path)
+    assert chosen == [] and len(broken) == 1 and "nightly" in broken[0].output
 
 
 def test_junit_for_all_green_has_no_failures() -> None:

@@ -35,6 +35,35 @@ def jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def workload_processes(parent: int) -> set[int]:
+    """The live producer and consumer processes (``python -m workloads.*``) started by ``parent``."""
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent and b"workloads." in (proc / "cmdline").read_bytes():
+                found.add(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie nobody reaped yet is gone for our purpose)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def assert_gone(pids: set[int], timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in pids if alive(p)], "workload processes outlived the harness"
+
+
 def test_short_acks1_run_writes_the_run_directory_and_a_verdict(tmp_path: Path) -> None:
     result = subprocess.run([*KCHAOS, "run", "scenarios/acks1-leader-kill.yaml", *SHORT, "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
@@ -82,8 +111,11 @@ def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
                 break
             time.sleep(0.5)
         assert sends is not None, "the run never started writing sends"
+        children = workload_processes(proc.pid)
+        assert len(children) == 3, children  # 2 producers and a consumer, each a process
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+        assert_gone(children)  # their stdin closed with the harness: they exit by themselves
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -118,9 +150,14 @@ def test_a_stopped_harness_tears_its_cluster_down(tmp_path: Path, sig: signal.Si
             cluster_id = left[0].labels[LABEL_CLUSTER] if left else None
         time.sleep(0.5)
     assert cluster_id is not None, "the run never started"
+    wait_until = time.monotonic() + 60
+    while len(children := workload_processes(proc.pid)) < 3 and time.monotonic() < wait_until:
+        time.sleep(0.2)
+    assert len(children) == 3, children
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 2, stderr[-1000:]
+    assert_gone(children, timeout_s=5)  # the trial killed them on its way out
     assert stderr.strip().splitlines()[-1].startswith("kchaos: ")
     nothing_left(cluster_id, run / "cluster")
     assert (run / "logs" / "broker1.log").is_file()  # logs were copied out before teardown

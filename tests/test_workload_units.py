@@ -1,4 +1,5 @@
-"""Pure logic of the workload: message values, send outcomes, history files."""
+"""The workload without a cluster: message values, send outcomes, history files, the line protocol,
+the harness's bookkeeping, and workload processes that are killed, stopped or orphaned."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError
 
-from workloads.history import FLUSH_INTERVAL_S, HistoryWriter
+from workloads import protocol
+from workloads.client import WorkloadError
+from workloads.consumer import ConsumerClient, slices
+from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock
 from workloads.messages import decode, encode
-from workloads.producer import outcome
+from workloads.pending import PendingSends
+from workloads.producer import ProducerClient, outcome
+from workloads.protocol import BatchDone, Completed, End, Hello, Invoked, Polled, Processed, Withdrawn
 
 
 def test_values_carry_producer_and_seq_at_the_requested_size() -> None:
@@ -40,3 +47,183 @@ def test_history_is_flushed_within_a_second_and_fsynced_on_close(tmp_path: Path)
     writer.close()
     lines = (tmp_path / "history" / "sends.jsonl").read_text().splitlines()
     assert [json.loads(line)["seq"] for line in lines] == [0, 1]
+
+
+# ---------------------------------------------------------------------- the line protocol
+
+
+def test_protocol_lines_round_trip() -> None:
+    lines = [protocol.hello(42), protocol.invoked(10, 3, 123), protocol.withdrawn(12, 1),
+             protocol.completed("ok", 10, 2, 99, 456, None),
+             protocol.completed("info", 11, None, None, 457, "in flight at the end of the run"),
+             protocol.polled(2, 500), protocol.processed(1, 7, "p0.1", 5, 600),
+             protocol.processed(0, 8, None, None, 601), protocol.BATCH_DONE, protocol.END]
+    parsed = list(protocol.parse_all(protocol.encode_lines(lines).split(b"\n")))
+    assert parsed == [Hello(42), Invoked(10, 3, 123), Withdrawn(12, 1), Completed("ok", 10, 2, 99, 456, None),
+                      Completed("info", 11, None, None, 457, "in flight at the end of the run"),
+                      Polled(2, 500), Processed(1, 7, "p0.1", 5, 600), Processed(0, 8, None, None, 601),
+                      BatchDone(), End()]
+
+
+@pytest.mark.parametrize("line", [b"Z 1", b"I 1 2", b"S ok x 1 2 3 -", b"H", b"ED"])
+def test_a_line_no_process_writes_is_refused(line: bytes) -> None:
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse(line)
+
+
+def test_a_line_cut_off_by_a_kill_is_never_parsed() -> None:
+    splitter = protocol.LineSplitter()
+    data = protocol.encode_lines([protocol.invoked(0, 5, 1), protocol.completed("ok", 0, 1, 2, 3, None)])
+    cut = data[:-7]  # killed in the middle of the second line
+    first, second = splitter.feed(cut[:4]), splitter.feed(cut[4:])
+    assert first == [] and second == [b"I 0 5 1"]
+    assert splitter.partial.startswith(b"S ok")
+
+
+# ---------------------------------------------------------------------- bookkeeping in the harness
+
+
+def test_pending_seqs_are_invoked_completed_withdrawn_and_drained() -> None:
+    pending = PendingSends()
+    pending.invoke(0, 5, 100)
+    pending.invoke(5, 2, 200)
+    assert pending.complete(3) == 100 and pending.complete(3) is None
+    pending.withdraw(6, 1)
+    assert len(pending) == 5
+    assert pending.drain() == [(0, 100), (1, 100), (2, 100), (4, 100), (5, 200)]
+    assert len(pending) == 0 and pending.drain() == []
+
+
+class ListWriter:
+    """Stands in for a HistoryWriter."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+
+    def write_many(self, records: list[dict]) -> None:
+        self.records.extend(records)
+
+
+def producer_client(sends: ListWriter) -> ProducerClient:
+    return ProducerClient("p0", "nowhere:9092", "t", {}, sends, RunClock())  # type: ignore[arg-type]
+
+
+def test_completions_become_sends_and_a_dead_process_leaves_info_never_fail() -> None:
+    sends = ListWriter()
+    p = producer_client(sends)
+    p.on_messages("p0", [Invoked(0, 4, 10), Completed("ok", 0, 1, 50, 20, None),
+                         Completed("fail", 1, None, None, 21, "MSG_SIZE_TOO_LARGE")])
+    p.on_messages("p0", [Completed("ok", 2, 0, 7, 22, None)])
+    p.on_exit("p0", clean=False, how="killed")
+    by_seq = {r["seq"]: r for r in sends.records}
+    assert [(s, by_seq[s]["status"]) for s in sorted(by_seq)] == [(0, "ok"), (1, "fail"), (2, "ok"), (3, "info")]
+    assert by_seq[3]["error"] == "producer process killed" and by_seq[3]["invoke_ns"] == 10
+    assert by_seq[0] | {"complete_ns": 0} == {"producer": "p0", "seq": 0, "topic": "t", "key": "0", "partition": 1,
+                                              "offset": 50, "status": "ok", "error": None, "invoke_ns": 10,
+                                              "complete_ns": 0}
+    assert (p.counts.ok, p.counts.fail, p.counts.info) == (2, 1, 1)
+
+
+def test_a_clean_stop_calls_what_is_left_in_flight_at_the_end() -> None:
+    sends = ListWriter()
+    p = producer_client(sends)
+    p.on_messages("p0.1", [Invoked(0, 3, 10), Withdrawn(2, 1), Completed("info", 0, None, None, 20, "_MSG_TIMED_OUT")])
+    p.on_exit("p0.1", clean=True, how="exited with code 0")
+    assert [(r["producer"], r["seq"], r["status"], r["error"]) for r in sends.records] == [
+        ("p0.1", 0, "info", "_MSG_TIMED_OUT"), ("p0.1", 1, "info", "in flight at the end of the run")]
+
+
+def test_consumer_lines_become_live_reads_of_the_group() -> None:
+    reads = ListWriter()
+    c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", {}, reads, RunClock(), 100)  # type: ignore[arg-type]
+    c.on_messages("c0", [Polled(2, 5)])
+    assert c.processing
+    c.on_messages("c0", [Processed(1, 7, "p0", 3, 9), Processed(1, 8, None, None, 9)])
+    assert c.processing and c.count == 2
+    c.on_exit("c0", clean=False, how="killed")
+    assert not c.processing
+    assert reads.records[0] == {"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
+                                "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9}
+
+
+@pytest.mark.parametrize("records, processing_ms, sizes", [
+    (500, 0, [500]), (500, 250, [167, 167, 166]), (2, 1000, [1, 1]), (7, 100, [7]),
+])
+def test_processing_is_reported_in_slices(records: int, processing_ms: float, sizes: list[int]) -> None:
+    batch = list(range(records))
+    parts = slices(batch, processing_ms)  # type: ignore[arg-type]
+    assert [len(p) for p in parts] == sizes and sum(parts, []) == batch
+
+
+def test_a_restarted_producer_gets_a_new_id_without_colons() -> None:
+    p = producer_client(ListWriter())
+    assert p.name == "p0"
+    p.generation = 2
+    assert p.name == "p0.2" and ":" not in p.name
+    assert decode(encode(p.name, 5, 30)) == ("p0.2", 5)
+
+
+# ---------------------------------------------------------------------- real processes, no broker
+
+NO_BROKER = "127.0.0.1:9"  # nothing listens: produce() queues, nothing is ever acknowledged
+
+
+def test_a_killed_producer_process_leaves_its_in_flight_seqs_as_info(tmp_path: Path) -> None:
+    sends = HistoryWriter(tmp_path / "sends.jsonl")
+    p = ProducerClient("p0", NO_BROKER, "t", {"queue.buffering.max.messages": 2000}, sends, RunClock(), rate=2000)
+    p.start()
+    try:
+        p.wait_started()
+        deadline = time.monotonic() + 30
+        while len(p.pending) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = p.pid
+        p.kill()
+        assert not p.running and not Path(f"/proc/{pid}").exists()
+    finally:
+        p.abort()
+    sends.close()
+    rows = [json.loads(line) for line in (tmp_path / "sends.jsonl").read_text().splitlines()]
+    assert len(rows) >= 1000 and {r["status"] for r in rows} == {"info"}
+    assert {r["error"] for r in rows} == {"producer process killed"}
+    assert sorted(r["seq"] for r in rows) == list(range(len(rows)))  # every announced seq, once
+    assert p.failures == []  # killed on purpose: not a harness failure
+
+
+def test_a_stopped_producer_process_reports_what_is_still_in_flight(tmp_path: Path) -> None:
+    sends = HistoryWriter(tmp_path / "sends.jsonl")
+    p = ProducerClient("p0", NO_BROKER, "t", {}, sends, RunClock(), rate=500, flush_timeout_s=0.5)
+    p.start()
+    p.wait_started()
+    time.sleep(1)
+    p.stop()
+    sends.close()
+    rows = [json.loads(line) for line in (tmp_path / "sends.jsonl").read_text().splitlines()]
+    assert rows and {r["error"] for r in rows} == {"in flight at the end of the run"}
+    assert p.failures == [] and not p.running
+
+
+def test_a_workload_process_dies_with_its_harness(tmp_path: Path) -> None:
+    """EOF on its stdin (the harness died, even by SIGKILL) ends the process at once."""
+    c = ConsumerClient("c0", NO_BROKER, "t", "g", "auto", {}, HistoryWriter(tmp_path / "reads.jsonl"),
+                       RunClock())
+    c.start()
+    try:
+        c.wait_started()
+        assert c._proc is not None and c._proc.stdin is not None
+        c._proc.stdin.close()
+        c._proc.wait(timeout=10)
+    finally:
+        c.abort()
+
+
+def test_a_process_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
+    p = ProducerClient("p0", NO_BROKER, "t", {"no.such.setting": 1}, HistoryWriter(tmp_path / "s.jsonl"),
+                       RunClock())
+    p.start()
+    try:
+        with pytest.raises(WorkloadError, match="p0 died before it started; stderr: .*no.such.setting"):
+            p.wait_started()
+        assert p.failures and "on its own" in p.failures[0]
+    finally:
+        p.abort()

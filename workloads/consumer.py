@@ -1,27 +1,43 @@
-"""Application consumers in a group, and the final read-back of every partition.
+"""Application consumers in a group, as processes of their own, and the final read-back of every partition.
 
-A live consumer "processes" a record by recording it as a ``live`` read, then
-commits automatically (the client's timer) or manually after processing, as
-the scenario says. The final read-back assigns every partition with no group,
-reads from the beginning to the high watermark and records ``final`` reads
-plus one ``final-read`` event per partition saying whether it got there.
+A consumer process (``python -m workloads.consumer SPEC``) models the
+application: it polls a batch, processes it (``processing_ms`` per batch,
+spread over its records) and only then records each record as a ``live``
+read. Commits are ``auto`` (librdkafka's timer commits the offsets stored
+at poll time, the client's default) or ``manual`` (synchronously, once the
+batch is processed). So a consumer killed between poll and the end of
+processing skips the rest of its batch under auto-commit
+(``consumer_skipped``) and is handed the processed part again under manual
+commit (``consumer_redelivered``): the anomalies a real application meets.
+
+Processed records go to the harness in slices of at most ``SLICE_MS`` (one
+write each; the whole batch in one write when processing takes no time).
+
+The final read-back runs in the harness: it assigns every partition with no
+group, reads from the beginning to the high watermark and records ``final``
+reads plus one ``final-read`` event per partition saying whether it got there.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
+from workloads.child import LineOut, child_main, say_hello
+from workloads.client import ClientProcess
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock
 from workloads.messages import decode
-from workloads.worker import Worker
+from workloads.protocol import BATCH_DONE, BatchDone, Message as Line, Polled, Processed, polled, processed
 
 CommitMode = Literal["auto", "manual"]
 BATCH = 500
+SLICE_MS = 100          # processed records reach the harness at least this often
+STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
 
 
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock) -> dict[str, Any]:
@@ -31,39 +47,132 @@ def read_record(msg: Message, consumer: str, group: str | None, phase: str, cloc
             "time_ns": clock.now_ns()}
 
 
-@dataclass
-class ConsumerWorker(Worker):
-    """One consumer thread of the application's group."""
+# ---------------------------------------------------------------------- the consumer process
 
-    name: str
-    bootstrap_servers: str
-    topic: str
-    group: str
-    commit: CommitMode
-    config: dict[str, Any]
-    reads: HistoryWriter
-    clock: RunClock
-    count: int = 0
 
-    def work(self) -> None:
-        consumer = Consumer({"auto.offset.reset": "earliest", **self.config,
-                             "bootstrap.servers": self.bootstrap_servers, "group.id": self.group,
-                             "client.id": f"kchaos-{self.name}", "enable.auto.commit": self.commit == "auto"},
-                            logger=RDKAFKA_LOG)
-        consumer.subscribe([self.topic])
+def slices(batch: list[Message], processing_ms: float) -> list[list[Message]]:
+    """The batch cut into consecutive slices, one per SLICE_MS of processing (one slice when it takes none)."""
+    n = max(1, min(len(batch), math.ceil(processing_ms / SLICE_MS)))
+    size = math.ceil(len(batch) / n)
+    return [batch[i:i + size] for i in range(0, len(batch), size)]
+
+
+class ConsumeLoop:
+    """Poll, process, record, commit (manual) until stopped; a stop lets the current batch finish."""
+
+    def __init__(self, spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
+        self.topic: str = spec["topic"]
+        self.commit: CommitMode = spec["commit"]
+        self.processing_ms: float = spec["processing_ms"]
+        self.clock = clock
+        self.stop = stop
+        self.out = out
+        self.consumer = Consumer({"auto.offset.reset": "earliest", **spec["config"],
+                                  "bootstrap.servers": spec["bootstrap_servers"], "group.id": spec["group"],
+                                  "client.id": f"kchaos-{spec['name']}",
+                                  "enable.auto.commit": self.commit == "auto"}, logger=RDKAFKA_LOG)
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        say_hello(self.out)
         try:
-            while not self.stopping:
-                batch = [m for m in consumer.consume(BATCH, timeout=0.5) if m.error() is None]
-                for msg in batch:
-                    self.reads.write(read_record(msg, self.name, self.group, "live", self.clock))
-                self.count += len(batch)
-                if batch and self.commit == "manual":
-                    try:
-                        consumer.commit(asynchronous=False)
-                    except KafkaException:
-                        pass  # a rebalance or a broker fault: the records will be redelivered
+            while not self.stop.is_set():
+                batch = [m for m in self.consumer.consume(BATCH, timeout=0.5) if m.error() is None]
+                if batch:
+                    self._process(batch)
         finally:
-            consumer.close()
+            self.consumer.close()
+
+    def _process(self, batch: list[Message]) -> None:
+        lines = [polled(len(batch), self.clock.now_ns())]
+        parts = slices(batch, self.processing_ms)
+        if self.processing_ms > 0:  # say so now: the harness knows a batch is being processed
+            self.out.send(lines)
+            lines = []
+        for part in parts:
+            if self.processing_ms > 0:
+                time.sleep(self.processing_ms / 1000 / len(parts))  # the application at work
+            now = self.clock.now_ns()
+            for msg in part:
+                producer, seq = decode(msg.value())
+                lines.append(processed(msg.partition(), msg.offset(), producer, seq, now))
+            if part is parts[-1] and self.commit == "auto":
+                lines.append(BATCH_DONE)
+            self.out.send(lines)
+            lines = []
+        if self.commit == "manual":
+            self._commit(batch)
+            self.out.send([BATCH_DONE])
+
+    def _commit(self, batch: list[Message]) -> None:
+        """Commit what was processed: past the last record of each partition in the batch."""
+        upto: dict[int, int] = {}
+        for msg in batch:
+            upto[msg.partition()] = max(upto.get(msg.partition(), -1), msg.offset() + 1)
+        try:
+            self.consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in upto.items()],
+                                 asynchronous=False)
+        except KafkaException:
+            pass  # a rebalance or a broker fault: these records will be redelivered
+
+
+def consume(spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
+    ConsumeLoop(spec, clock, stop, out).run()
+
+
+# ---------------------------------------------------------------------- the harness's handle
+
+
+class ConsumerClient(ClientProcess):
+    """One consumer of the application's group; a restarted one joins the same group (c0, c0.1, ...)."""
+
+    role = "consumer"
+    module = "workloads.consumer"
+
+    def __init__(self, name: str, bootstrap_servers: str, topic: str, group: str, commit: CommitMode,
+                 config: dict[str, Any], reads: HistoryWriter, clock: RunClock, processing_ms: float = 0) -> None:
+        super().__init__(name, clock)
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.group = group
+        self.commit = commit
+        self.config = config
+        self.reads = reads
+        self.processing_ms = processing_ms
+        self.count = 0            # live reads recorded, over every process of this consumer
+        self.batches_polled = 0
+        self.batches_done = 0
+
+    @property
+    def processing(self) -> bool:
+        """A batch was polled and is not processed yet (what a test kills into)."""
+        return self.batches_polled > self.batches_done
+
+    def spec(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "group": self.group,
+                "commit": self.commit, "config": self.config, "processing_ms": self.processing_ms}
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        super().stop(self.processing_ms / 1000 + STOP_MARGIN_S if timeout_s is None else timeout_s)
+
+    def on_messages(self, name: str, messages: list[Line]) -> None:
+        records = []
+        for m in messages:
+            if isinstance(m, Processed):
+                records.append({"consumer": name, "group": self.group, "phase": "live", "topic": self.topic,
+                                "partition": m.partition, "offset": m.offset, "producer": m.producer,
+                                "seq": m.seq, "time_ns": m.time_ns})
+            elif isinstance(m, Polled):
+                self.batches_polled += 1
+            elif isinstance(m, BatchDone):
+                self.batches_done += 1
+        if records:
+            self.reads.write_many(records)
+            self.count += len(records)
+
+    def on_exit(self, name: str, clean: bool, how: str) -> None:
+        """Live reads already received stay; a batch cut short is simply not processed."""
+        self.batches_done = self.batches_polled
 
 
 def read_back(bootstrap_servers: str, topic: str, partitions: int, history: History,
@@ -94,3 +203,7 @@ def read_back(bootstrap_servers: str, topic: str, partitions: int, history: Hist
         return all(position[p] >= high[p] for p in position)
     finally:
         consumer.close()
+
+
+if __name__ == "__main__":
+    child_main(consume)

@@ -17,17 +17,28 @@ from pathlib import Path
 from typing import Any
 
 FLUSH_INTERVAL_S = 0.5
+# one encoder for every line: json.dumps with separators builds a new one per call
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
 # librdkafka's own log lines (broker down, request timed out) go to Python
 # logging, not over the progress display; `kchaos -v` shows them.
 RDKAFKA_LOG = logging.getLogger("rdkafka")
 
 
 class RunClock:
-    """Integer nanoseconds since the run started (the ``*_ns`` fields)."""
+    """Integer nanoseconds since the run started (the ``*_ns`` fields).
 
-    def __init__(self) -> None:
-        self._origin = time.monotonic_ns()
+    time.monotonic_ns is one clock for the whole machine, so a workload
+    process given the harness's ``origin_ns`` stamps its lines on the run's
+    own time line.
+    """
+
+    def __init__(self, origin_ns: int | None = None) -> None:
+        self._origin = time.monotonic_ns() if origin_ns is None else origin_ns
         self.wall_start = time.time()
+
+    @property
+    def origin_ns(self) -> int:
+        return self._origin
 
     def now_ns(self) -> int:
         return time.monotonic_ns() - self._origin
@@ -51,10 +62,17 @@ class HistoryWriter:
         self._flusher.start()
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"))
+        line = _to_json(record)
         with self._lock:
             self._pending.append(line)
             self.lines += 1
+
+    def write_many(self, records: list[dict[str, Any]]) -> None:
+        """Several lines at once (one lock for a whole batch from a workload process)."""
+        lines = [_to_json(r) for r in records]
+        with self._lock:
+            self._pending.extend(lines)
+            self.lines += len(lines)
 
     def flush(self) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 
 
 class Worker(ABC):
-    """Base of the producer and consumer workers (dataclasses that call ``__post_init__``)."""
+    """Base of the harness's background threads, e.g. the leader observer (dataclasses that call ``__post_init__``)."""
 
     name: str
 

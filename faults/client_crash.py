@@ -1,0 +1,36 @@
+"""client-crash: SIGKILL one producer or consumer process, and start a new one when the fault heals.
+
+An application instance that crashes: whatever its producer had in flight
+becomes ``info`` in the history (its acks may have died with it), and a
+consumer killed between poll and commit skips or re-reads records. The new
+process takes the old one's place: a producer under a new id (p0 -> p0.1,
+so (producer, seq) stays unique), a consumer in the same group.
+"""
+
+from __future__ import annotations
+
+from faults.base import ClientFault, FaultError
+from workloads.client import Client, WorkloadError
+
+
+class ClientCrashFault(ClientFault):
+    kind = "client-crash"
+
+    def apply(self, clients: list[Client]) -> str:
+        pids = {c.name: c.pid for c in clients}
+        for client in clients:
+            client.kill()
+        alive = [c.name for c in clients if c.running]
+        if alive:
+            raise FaultError(f"client-crash did not take effect: {', '.join(alive)} still running")
+        return "SIGKILL " + ", ".join(f"{name} (pid {pid})" for name, pid in pids.items())
+
+    def heal(self, clients: list[Client]) -> None:
+        try:
+            for client in clients:
+                client.restart()
+        except WorkloadError as e:
+            raise FaultError(f"client-crash could not restart: {e}") from None
+        down = [c.name for c in clients if not c.running]
+        if down:
+            raise FaultError(f"client-crash restart did not take effect: {', '.join(down)} not running")

@@ -1,0 +1,274 @@
+"""A workload process seen from the harness: start it, read its lines, kill it, restart it.
+
+Producers and consumers run as processes of their own (librdkafka does not
+survive fork, so each is ``python -m workloads.<role>``), which is what lets
+a fault SIGKILL one the way an application crashes. Faults see them only
+through :class:`Client`; :class:`ClientProcess` is the plumbing: one reader
+thread per process turns its stdout into history lines (the harness stays
+the only writer of the history), one more keeps its stderr for the log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from pathlib import Path
+from typing import IO, Any, ClassVar, Protocol, runtime_checkable
+
+from workloads.child import EXIT_FATAL_CLIENT_ERROR
+from workloads.history import RDKAFKA_LOG, RunClock
+from workloads.protocol import STOP, End, Hello, LineSplitter, Message, parse_all
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STARTUP_TIMEOUT_S = 60      # a Python start plus confluent_kafka's import, on a busy 2-core machine
+READ_CHUNK = 1 << 16
+PIPE_BYTES = 1 << 20
+
+
+@runtime_checkable
+class Client(Protocol):
+    """What a fault may do to a workload process."""
+
+    @property
+    def name(self) -> str:
+        """The id in the history (a restarted producer gets a new one: p0, p0.1, ...)."""
+
+    @property
+    def role(self) -> str:
+        """``producer`` or ``consumer``."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The current process's id (None before the first start)."""
+
+    def kill(self) -> None:
+        """SIGKILL the process and wait until it is gone and its last lines are recorded."""
+
+    def restart(self) -> None:
+        """Start a new process in its place and wait until its Kafka client is up."""
+
+
+class WorkloadError(RuntimeError):
+    """A workload process would not start, died on its own, or broke the protocol."""
+
+
+def widen_pipe(pipe: IO[bytes] | None) -> None:
+    """A 1 MiB pipe: a process never waits for a harness busy writing history, or off the CPU a moment."""
+    if pipe is None:
+        return
+    try:
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:  # above /proc/sys/fs/pipe-max-size: the default 64 KiB still works, only slower
+        pass
+
+
+def exit_description(returncode: int) -> str:
+    if returncode < 0:
+        return "killed" if -returncode == signal.SIGKILL else f"killed by {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode}"
+
+
+class ClientProcess(ABC):
+    """One workload client: a process, and the process that replaces it after a crash."""
+
+    role: ClassVar[str]
+    module: ClassVar[str]
+
+    def __init__(self, base_name: str, clock: RunClock) -> None:
+        self.base_name = base_name
+        self.clock = clock
+        self.generation = 0
+        self.failures: list[str] = []     # deaths nobody asked for: the harness reports them (exit 2)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._threads: list[threading.Thread] = []
+        self._stderr_tail: deque[str] = deque(maxlen=20)
+        self._settled = threading.Event()  # the process said hello, or died before it could
+        self._hello = False
+        self._killing = False
+        self._closed = False
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ Client
+
+    @property
+    def name(self) -> str:
+        return self.base_name if self.generation == 0 else f"{self.base_name}.{self.generation}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def kill(self) -> None:
+        with self._lock:
+            proc = self._proc
+            if proc is None:
+                return
+            self._killing = True
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            self._join(proc)
+
+    def restart(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise WorkloadError(f"{self.name} was stopped; it is not restarted")
+            self.kill()
+            self.generation += 1
+            self.start()
+        self.wait_started()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        with self._lock:
+            spec = {**self.spec(), "name": self.name, "origin_ns": self.clock.origin_ns,
+                    "verbose": RDKAFKA_LOG.isEnabledFor(logging.WARNING)}
+            self._settled.clear()
+            self._hello = self._killing = False
+            self._stderr_tail.clear()
+            proc = subprocess.Popen([sys.executable, "-m", self.module, json.dumps(spec)], cwd=PROJECT_ROOT,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self._proc = proc
+            widen_pipe(proc.stdout)
+            stderr = threading.Thread(target=self._drain_stderr, args=(proc, self.name), daemon=True,
+                                      name=f"stderr-{self.name}")
+            self._threads = [stderr, threading.Thread(target=self._read, args=(proc, self.name, stderr),
+                                                      daemon=True, name=f"read-{self.name}")]
+            for t in self._threads:
+                t.start()
+
+    def wait_started(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """Wait for the process's hello (its Kafka client is up); WorkloadError when it never came."""
+        if not self._settled.wait(timeout_s):
+            raise WorkloadError(f"{self.name} did not start within {timeout_s:.0f}s{self._tail()}")
+        if not self._hello:
+            raise WorkloadError(f"{self.name} died before it started{self._tail()}")
+
+    def ask_to_stop(self) -> None:
+        """Tell the process to finish (``stop`` on its stdin); no restart after. ``stop()`` waits for it."""
+        with self._lock:
+            self._closed = True
+            proc = self._proc
+            if proc is None or proc.poll() is not None or proc.stdin is None:
+                return
+            try:
+                proc.stdin.write(STOP)
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # already gone, or already asked
+
+    def stop(self, timeout_s: float) -> None:
+        """Ask the process to finish and wait for it; SIGKILL it after ``timeout_s``."""
+        with self._lock:
+            self.ask_to_stop()
+            proc = self._proc
+            if proc is None:
+                return
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.0fs; killed", self.name, timeout_s)
+                self._killing = True
+                proc.kill()
+                proc.wait()
+            self._join(proc)
+
+    def abort(self) -> None:
+        """Kill the process for good (any exit path of a trial): nothing outlives the harness's work."""
+        with self._lock:
+            self._closed = True
+            self.kill()
+
+    def _join(self, proc: subprocess.Popen[bytes]) -> None:
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ what the process says
+
+    @abstractmethod
+    def spec(self) -> dict[str, Any]:
+        """What the process needs besides its name and the run's clock origin (JSON)."""
+
+    @abstractmethod
+    def on_messages(self, name: str, messages: list[Message]) -> None:
+        """Record one write's worth of lines of process ``name``."""
+
+    @abstractmethod
+    def on_exit(self, name: str, clean: bool, how: str) -> None:
+        """The process ``name`` is gone; ``clean``: it said ``E`` (it stopped as asked)."""
+
+    def _read(self, proc: subprocess.Popen[bytes], name: str, stderr: threading.Thread) -> None:
+        assert proc.stdout is not None
+        splitter = LineSplitter()
+        clean = False
+        try:
+            while chunk := proc.stdout.read1(READ_CHUNK):
+                messages = list(parse_all(splitter.feed(chunk)))
+                if not messages:
+                    continue
+                if not self._hello and isinstance(messages[0], Hello):
+                    self._hello = True
+                    self._settled.set()
+                clean = isinstance(messages[-1], End)
+                self.on_messages(name, messages)
+        except Exception as e:  # a protocol bug: stop trusting this process, keep the history honest
+            self.failures.append(f"{name}: {e}")
+            log.error("%s: %s; killing it", name, e)
+            proc.kill()
+        returncode = proc.wait()
+        how = exit_description(returncode)
+        stderr.join(5)  # its last words, for the message below
+        fatal = returncode == EXIT_FATAL_CLIENT_ERROR and not self._killing
+        if fatal:
+            how = "ended by a fatal Kafka client error"
+            log.warning("%s %s%s; replacing it", name, how, self._tail())
+        elif not clean and not self._killing:
+            self.failures.append(f"{name} {how} on its own{self._tail()}")
+            log.warning("%s %s on its own%s", name, how, self._tail())
+        self.on_exit(name, clean, how)
+        self._settled.set()
+        if fatal:  # as an application would: a new client (not from this thread: restart joins it)
+            threading.Thread(target=self._replace, name=f"replace-{name}", daemon=True).start()
+
+    def _replace(self) -> None:
+        try:
+            if not self._closed:
+                self.restart()
+        except WorkloadError as e:
+            if not self._closed:  # stopped meanwhile: nothing to replace
+                self.failures.append(str(e))
+
+    def _drain_stderr(self, proc: subprocess.Popen[bytes], name: str) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self._stderr_tail.append(line)
+            log.info("%s: %s", name, line)
+
+    def _tail(self) -> str:
+        last = [line for line in self._stderr_tail if line.strip()]
+        return f"; stderr: {last[-1]}" if last else ""

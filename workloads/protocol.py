@@ -1,0 +1,190 @@
+"""The line protocol a workload process speaks to the harness on its stdout.
+
+One ASCII line per fact, fields separated by one space, ``-`` for null; a
+child writes each poll's or batch's lines with a single write. The harness
+answers on the child's stdin with ``stop`` (finish, then end); EOF on stdin
+means the harness is gone and the child exits at once.
+
+Producer::
+
+    H <pid>                                        the Kafka client is up
+    I <first seq> <count> <invoke_ns>              these seqs are about to be handed to produce()
+    X <first seq> <count>                          ...but were not (stopped while the queue was full)
+    S <status> <seq> <partition> <offset> <complete_ns> <error, may hold spaces>
+    E                                              stopped cleanly; nothing more will come
+
+Consumer::
+
+    H <pid>
+    P <count> <poll_ns>                            polled a batch, processing starts
+    R <partition> <offset> <producer> <seq> <time_ns>   a record the application has processed
+    D                                              the batch is processed (and committed, when manual)
+    E
+
+A line cut off by a killed child is dropped: it stated nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple, Union
+
+NULL = "-"
+STOP = b"stop\n"
+
+
+class Hello(NamedTuple):
+    pid: int
+
+
+class Invoked(NamedTuple):
+    first: int
+    count: int
+    invoke_ns: int
+
+
+class Withdrawn(NamedTuple):
+    first: int
+    count: int
+
+
+class Completed(NamedTuple):
+    status: str            # ok | fail | info, as in sends.jsonl
+    seq: int
+    partition: int | None
+    offset: int | None
+    complete_ns: int
+    error: str | None
+
+
+class Polled(NamedTuple):
+    count: int
+    poll_ns: int
+
+
+class Processed(NamedTuple):
+    partition: int
+    offset: int
+    producer: str | None
+    seq: int | None
+    time_ns: int
+
+
+class BatchDone(NamedTuple):
+    pass
+
+
+class End(NamedTuple):
+    pass
+
+
+Message = Union[Hello, Invoked, Withdrawn, Completed, Polled, Processed, BatchDone, End]
+
+
+class ProtocolError(ValueError):
+    """A line no workload process writes: a bug, never a fault to record."""
+
+
+def _opt(value: object) -> str:
+    return NULL if value is None else str(value)
+
+
+# ------------------------------------------------------------------ child side: one str per line
+
+
+def hello(pid: int) -> str:
+    return f"H {pid}"
+
+
+def invoked(first: int, count: int, invoke_ns: int) -> str:
+    return f"I {first} {count} {invoke_ns}"
+
+
+def withdrawn(first: int, count: int) -> str:
+    return f"X {first} {count}"
+
+
+def completed(status: str, seq: int, partition: int | None, offset: int | None, complete_ns: int,
+              error: str | None) -> str:
+    return f"S {status} {seq} {_opt(partition)} {_opt(offset)} {complete_ns} {_opt(error)}"
+
+
+def polled(count: int, poll_ns: int) -> str:
+    return f"P {count} {poll_ns}"
+
+
+def processed(partition: int, offset: int, producer: str | None, seq: int | None, time_ns: int) -> str:
+    return f"R {partition} {offset} {_opt(producer)} {_opt(seq)} {time_ns}"
+
+
+BATCH_DONE = "D"
+END = "E"
+
+
+def encode_lines(lines: list[str]) -> bytes:
+    """The bytes of one write: every line newline-terminated."""
+    return ("\n".join(lines) + "\n").encode()
+
+
+# ------------------------------------------------------------------ harness side
+
+
+def parse(line: bytes) -> Message:
+    """One line (without its newline) as a message; ProtocolError when it is none.
+
+    The two lines that come once per message (S, R) are parsed first and inline: they are the
+    harness's hot path.
+    """
+    try:
+        tag = line[:1]
+        if tag == b"S":
+            _, status, seq, partition, offset, complete_ns, error = line.split(b" ", 6)
+            return Completed(status.decode(), int(seq), None if partition == b"-" else int(partition),
+                             None if offset == b"-" else int(offset), int(complete_ns),
+                             None if error == b"-" else error.decode())
+        if tag == b"R":
+            _, partition, offset, producer, seq, time_ns = line.split(b" ")
+            return Processed(int(partition), int(offset), None if producer == b"-" else producer.decode(),
+                             None if seq == b"-" else int(seq), int(time_ns))
+        if tag == b"I":
+            _, first, count, invoke_ns = line.split(b" ")
+            return Invoked(int(first), int(count), int(invoke_ns))
+        if tag == b"P":
+            _, count, poll_ns = line.split(b" ")
+            return Polled(int(count), int(poll_ns))
+        if tag == b"X":
+            _, first, count = line.split(b" ")
+            return Withdrawn(int(first), int(count))
+        if tag == b"H":
+            _, pid = line.split(b" ")
+            return Hello(int(pid))
+        if line == b"D":
+            return BatchDone()
+        if line == b"E":
+            return End()
+    except ValueError:
+        pass
+    raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines; a cut-off last line stays behind (and is dropped at EOF)."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._rest + chunk
+        lines = data.split(b"\n")
+        self._rest = lines.pop()
+        return lines
+
+    @property
+    def partial(self) -> bytes:
+        return self._rest
+
+
+def parse_all(lines: list[bytes]) -> Iterator[Message]:
+    for line in lines:
+        if line:
+            yield parse(line)

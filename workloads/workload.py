@@ -1,0 +1,55 @@
+"""The producer and consumer processes of one trial, started, counted and stopped together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.client import ClientProcess
+from workloads.consumer import ConsumerClient
+from workloads.producer import ProducerClient
+
+
+@dataclass
+class Workload:
+    producers: list[ProducerClient]
+    consumers: list[ConsumerClient]
+
+    @property
+    def clients(self) -> list[ClientProcess]:
+        return [*self.consumers, *self.producers]
+
+    def start(self) -> None:
+        """Start every process (consumers first: they are in the group when the first message lands)."""
+        for client in self.clients:
+            client.start()
+        for client in self.clients:
+            client.wait_started()
+
+    def stop_producers(self) -> None:
+        """Stop producing: each flushes, what is still in flight becomes ``info``."""
+        for p in self.producers:
+            p.ask_to_stop()  # all at once: they flush side by side
+        for p in self.producers:
+            p.stop()
+
+    def stop_consumers(self) -> None:
+        for c in self.consumers:
+            c.ask_to_stop()
+        for c in self.consumers:
+            c.stop()
+
+    def abort(self) -> None:
+        """Kill every process for good; safe on any exit path and after a normal stop."""
+        for client in self.clients:
+            client.abort()
+
+    @property
+    def failures(self) -> list[str]:
+        """Workload processes that died without being killed by a fault."""
+        return [f for client in self.clients for f in client.failures]
+
+    def counts(self) -> dict[str, int]:
+        """What the harness has recorded so far (the progress line)."""
+        sent = [p.counts for p in self.producers]
+        return {"acked": sum(c.ok for c in sent), "failed": sum(c.fail for c in sent),
+                "unknown": sum(c.info for c in sent), "reads": sum(c.count for c in self.consumers)}
