@@ -28,3 +28,10 @@ cluster-down:
 
 clean: cluster-down
 	rm -rf runs .cache
+
+# the performance benchmarks at full size (benchmarks/README.md); each tears its cluster down
+.PHONY: bench
+bench: setup
+	$(PY) benchmarks/cluster_lifecycle.py
+	$(PY) benchmarks/producer_vs_kafka.py
+	$(PY) benchmarks/harness_memory.py

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
 import docker.errors
+from docker.models.containers import Container
 
 from clusters.node import LABEL_CLUSTER, LABEL_OWNER, LABEL_WORKDIR
 from clusters.storage import leftover_images, release_loop
@@ -39,10 +41,9 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
         seen.add(c.labels.get(LABEL_CLUSTER, "?"))
         if LABEL_WORKDIR in c.labels:
             workdirs.add(Path(c.labels[LABEL_WORKDIR]))
-        try:
-            c.remove(force=True, v=True)
-        except docker.errors.NotFound:
-            pass
+    # in parallel: one `docker rm -f` takes 1-2 s on a busy machine, six in a row exceed 10 s
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(containers)))) as pool:
+        list(pool.map(_remove_container, containers))
     for net in client.networks.list(filters=_label_filter(cluster_id)):
         seen.add(net.attrs.get("Labels", {}).get(LABEL_CLUSTER, "?"))
         try:
@@ -56,6 +57,13 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
     for workdir in workdirs:  # the cluster's own scratch folder: configs and unmounted data dirs
         shutil.rmtree(workdir, ignore_errors=True)
     return sorted(seen)
+
+
+def _remove_container(container: Container) -> None:
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
 
 
 def _alive(pid: int) -> bool:

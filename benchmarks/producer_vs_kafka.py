@@ -1,0 +1,652 @@
+"""The recorded kchaos workload against Kafka's own perf tools, on one real cluster.
+
+    .venv/bin/python benchmarks/producer_vs_kafka.py [--records 3000000] [--metadata kraft] [--profile 20]
+
+Starts one cluster (3 brokers, ZooKeeper by default), and for acks=all and
+acks=1, each on a fresh topic of 6 partitions, RF 3, min.insync.replicas 2,
+100-byte values:
+
+* Kafka's ``org.apache.kafka.tools.ProducerPerformance`` (``--throughput -1``)
+  writes ``--records`` records; its summary line gives records/s;
+* the kchaos workload then writes for as long (``--seconds`` to fix it): the
+  very ProducerClient processes, History and HistoryWriter that a trial
+  (harness/run.py) uses, unbounded rate, ``--producers`` of them (the scenario
+  default, 2), its history in a temporary run directory; acknowledged sends
+  per second are counted from ``history/sends.jsonl`` (status ok, over first
+  invoke to last completion).
+
+Then the consumer side, on the topic ProducerPerformance filled with acks=all:
+``org.apache.kafka.tools.ConsumerPerformance --messages N`` against the kchaos
+application consumer (a ConsumerClient process recording ``live`` reads) and
+the harness's final read-back (``workloads.consumer.read_back``, which
+records every record).
+
+The Java tools run on the host JRE with the jars kchaos already resolved for
+the node image (.cache/kafka/<version>/.../libs), i.e. where the kchaos
+clients run; ``--tools-in broker`` runs them in broker1's container instead
+(they then share that container's CPU with the broker). Both sides use their
+client's defaults unless ``--producer-config KEY=VALUE`` is given (applied to
+both). Each measurement also shows the CPU seconds it cost: the tool or the
+harness and its client processes, the cluster's containers, and the rest of
+the machine (others' work on a shared machine), next to the load average.
+
+``--profile S`` samples the harness process (and producer p0) with py-spy
+for S seconds during the acks=all kchaos run and prints the top functions;
+the raw stacks go to runs/bench/. The cluster is torn down on every exit
+(Ctrl-C and SIGTERM included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from clusters.cluster import Cluster  # noqa: E402
+from clusters.image import DEFAULT_KAFKA_VERSION, kafka_jars, uses_log4j2  # noqa: E402
+from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
+from clusters.topics import create_topic  # noqa: E402
+from harness.errors import Terminated, install_termination_handlers  # noqa: E402
+from workloads.consumer import ConsumerClient, read_back  # noqa: E402
+from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
+from workloads.producer import ProducerClient  # noqa: E402
+from workloads.workload import Workload  # noqa: E402
+
+BENCH_OUT = ROOT / "runs" / "bench"
+PARTITIONS = 6
+RECORD_BYTES = 100
+TOOLS_IN_CONTAINER_LIBS = "/opt/kafka/libs/*"
+TARGET_RATIO = 0.5   # the issue's target: kchaos >= 0.5 x ProducerPerformance with acks=all
+
+
+# ---------------------------------------------------------------------- shared with the other benchmarks
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f}/{fifteen:.2f}"
+
+
+def say(text: str) -> None:
+    print(f"{text}  [{load()}]", flush=True)
+
+
+def quiet_logging() -> None:
+    """As `kchaos run` without -v: warnings only, librdkafka's own log lines hidden."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    RDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every process on the machine has used (all cores), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _container_cpu_s(container_ids: list[str]) -> float | None:
+    """CPU seconds of these containers from their cgroups (v1 cpuacct or v2 cpu.stat); None if unreadable."""
+    total = 0.0
+    for cid in container_ids:
+        for path, scale in ((f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", 1e-9),
+                            (f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat", 1e-6),
+                            (f"/sys/fs/cgroup/docker/{cid}/cpu.stat", 1e-6)):
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            value = int(text.split()[1]) if text.startswith("usage_usec") else int(text.split()[0])
+            total += value * scale
+            break
+        else:
+            return None
+    return total
+
+
+def _own_cpu_s() -> tuple[float, float]:
+    """(this process, its waited-for children) CPU seconds."""
+    t = os.times()
+    return t.user + t.system, t.children_user + t.children_system
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent between start and stop: ours, the cluster's and the rest of the machine's."""
+
+    container_ids: list[str]
+    extra_pids: list[int] = field(default_factory=list)   # processes not waited for yet (clients still running)
+
+    def __post_init__(self) -> None:
+        self.wall0 = time.monotonic()
+        self.self0, self.children0 = _own_cpu_s()
+        self.cluster0 = _container_cpu_s(self.container_ids)
+        self.machine0 = _machine_busy_s()
+
+    def stop(self) -> dict[str, float | None]:
+        wall = time.monotonic() - self.wall0
+        own, children = _own_cpu_s()
+        cluster = _container_cpu_s(self.container_ids)
+        machine = _machine_busy_s() - self.machine0
+        harness, tool = own - self.self0, children - self.children0
+        cluster_s = None if cluster is None or self.cluster0 is None else cluster - self.cluster0
+        others = None if cluster_s is None else max(0.0, machine - harness - tool - cluster_s)
+        return {"wall_s": wall, "self_s": harness, "children_s": tool, "cluster_s": cluster_s,
+                "machine_s": machine, "others_s": others}
+
+
+def cpu_text(cpu: dict[str, float | None], self_name: str, children_name: str) -> str:
+    def s(v: float | None) -> str:
+        return "?" if v is None else f"{v:.0f}"
+    wall = cpu["wall_s"] or 1.0
+    return (f"CPU-s over {wall:.0f} s: {self_name} {s(cpu['self_s'])}, {children_name} {s(cpu['children_s'])}, "
+            f"cluster containers {s(cpu['cluster_s'])}, rest of the machine {s(cpu['others_s'])} "
+            f"(machine busy {100 * (cpu['machine_s'] or 0) / (2 * wall):.0f}% of 2 cores)")
+
+
+def start_cluster(metadata: str, kafka_version: str, workdir: Path, data_size_mb: int = 8192,
+                  broker_config: dict[str, str] | None = None) -> Cluster:
+    spec = ClusterSpec(kafka_version=kafka_version, metadata=metadata,  # type: ignore[arg-type]
+                       data_size_mb=data_size_mb, broker_config=broker_config or {})
+    started = time.monotonic()
+    cluster = Cluster.start(spec, workdir, owner_pid=os.getpid())
+    quorum = f"{spec.controllers} KRaft controllers" if metadata == "kraft" else f"{spec.zookeepers} ZooKeeper"
+    say(f"cluster {cluster.cluster_id} up in {time.monotonic() - started:.1f} s "
+        f"({quorum}, {spec.brokers} brokers, Kafka {kafka_version}): {cluster.bootstrap_servers}")
+    return cluster
+
+
+def container_ids(cluster: Cluster) -> list[str]:
+    return [str(n.container.id) for n in cluster.nodes]
+
+
+def delete_topic(cluster: Cluster, name: str) -> None:
+    try:
+        cluster.admin().delete_topics([name], request_timeout=30)[name].result(timeout=35)
+    except Exception as e:  # noqa: BLE001 -- best effort: only disk space is at stake
+        logging.getLogger(__name__).warning("could not delete topic %s: %s", name, e)
+
+
+def new_history(run_dir: Path) -> History:
+    """A run directory's history, as run_scenario opens it."""
+    (run_dir / "history").mkdir(parents=True, exist_ok=True)
+    return History(run_dir, RunClock())
+
+
+def producer_clients(cluster: Cluster, topic: str, history: History, count: int,
+                     config: dict[str, Any]) -> list[ProducerClient]:
+    """The producers of a trial (harness/run.py's Trial), unbounded rate, 100-byte values."""
+    return [ProducerClient(f"p{i}", cluster.bootstrap_servers, topic, dict(config), history.sends,
+                           history.clock, None, RECORD_BYTES) for i in range(count)]
+
+
+def count_acked(sends: Path) -> tuple[int, int, float]:
+    """(ok sends, all sends, seconds from the first invoke to the last ok completion) of a sends.jsonl."""
+    pattern = re.compile(rb'"invoke_ns":(\d+),"complete_ns":(\d+)')
+    ok = total = 0
+    first_invoke = None
+    last_complete = 0
+    with sends.open("rb") as f:
+        for line in f:
+            total += 1
+            m = pattern.search(line)
+            if m is None:
+                continue
+            invoke = int(m.group(1))
+            first_invoke = invoke if first_invoke is None else min(first_invoke, invoke)
+            if b'"status":"ok"' in line:
+                ok += 1
+                last_complete = max(last_complete, int(m.group(2)))
+    span = (last_complete - (first_invoke or 0)) / 1e9 if ok else 0.0
+    return ok, total, span
+
+
+def status_rss_kb(pid: int | str) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process in KiB from /proc; (0, 0) when it is gone."""
+    rss = hwm = 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return rss, hwm
+
+
+# ---------------------------------------------------------------------- py-spy
+
+
+_LIVE_PROFILERS: set["Profiler"] = set()
+
+
+def abort_profilers() -> None:
+    """Kill every py-spy still running (any exit path of a benchmark)."""
+    for profiler in list(_LIVE_PROFILERS):
+        profiler.abort()
+
+
+class Profiler:
+    """py-spy record on a set of processes (raw collapsed stacks), started and stopped together."""
+
+    def __init__(self, targets: dict[str, int], seconds: float, out_dir: Path, rate: int = 100) -> None:
+        self.seconds = seconds
+        self.rate = rate
+        self.out_dir = out_dir
+        self.targets = targets
+        self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+
+    @staticmethod
+    def binary() -> str | None:
+        local = Path(sys.executable).parent / "py-spy"
+        return str(local) if local.exists() else shutil.which("py-spy")
+
+    def start(self) -> bool:
+        spy = self.binary()
+        if spy is None:
+            say("--profile: py-spy is not installed (it is in the test extras: bash scripts/setup.sh)")
+            return False
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for name, pid in self.targets.items():
+            out = self.out_dir / f"profile-{stamp}-{name}.txt"
+            cmd = [spy, "record", "--pid", str(pid), "--duration", str(int(self.seconds)), "--rate", str(self.rate),
+                   "--format", "raw", "--nonblocking", "--output", str(out)]
+            self.procs[name] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
+        _LIVE_PROFILERS.add(self)
+        return True
+
+    def finish(self, top: int = 12) -> None:
+        for name, (proc, out) in self.procs.items():
+            try:
+                log_text = proc.communicate(timeout=self.seconds + 60)[0].decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                log_text = proc.communicate()[0].decode(errors="replace")
+            if not out.exists():
+                say(f"profile of {name}: py-spy wrote nothing: {log_text.strip()[-300:]}")
+                continue
+            print(summarize_profile(out, name, self.seconds, self.rate, top))
+        self.procs = {}
+        _LIVE_PROFILERS.discard(self)
+
+    def abort(self) -> None:
+        for proc, _ in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.procs = {}
+        _LIVE_PROFILERS.discard(self)
+
+
+_LINE = re.compile(r":\d+\)$")
+# frames every stack goes through: not worth a line in the inclusive list
+_PLUMBING = ("_bootstrap", "Thread._bootstrap", "run (threading.py", "Thread.run (threading.py", "<module>",
+             "_run_module_as_main", "_run_code", "child_main (")
+
+
+def _frame(raw: str) -> str:
+    """``func (path/file.py:123)`` -> ``func (file.py)``: functions, not lines."""
+    name, _, where = raw.partition(" (")
+    where = _LINE.sub(")", "(" + where) if where else ""
+    where = where.strip("()")
+    parts = where.split("/")
+    short = "/".join(parts[-2:]) if len(parts) > 1 else where
+    return f"{name} ({short})" if short else name
+
+
+def summarize_profile(path: Path, name: str, seconds: float, rate: int, top: int = 12) -> str:
+    """Top functions by own samples and by inclusive samples, and CPU by thread entry point."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame(f) for f in stack.split(";")]
+        total += count
+        own[frames[-1]] += count
+        for f in set(frames):
+            incl[f] += count
+        entry = "main thread"
+        for i, f in enumerate(frames):
+            if f.startswith(("run (threading.py", "Thread.run (threading.py")) and i + 1 < len(frames):
+                entry = f"thread {frames[i + 1]}"
+                break
+        threads[entry] += count
+    if total == 0:
+        return f"profile of {name}: no samples (the process was idle) -- raw stacks: {path}"
+    busy = total / (seconds * rate)
+    out = [f"profile of {name}: {total} samples over {seconds:.0f} s at {rate} Hz "
+           f"(on average {busy:.2f} threads on a CPU or waiting for the GIL) -- raw stacks: {path}",
+           "  by thread (entry function):"]
+    out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in threads.most_common(6)]
+    out.append("  own time (the function itself):")
+    out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in own.most_common(top)]
+    out.append("  inclusive (the function and what it calls):")
+    out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in incl.most_common(top + 6)
+            if not f.startswith(_PLUMBING)][:top]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------- Kafka's tools
+
+
+class Tools:
+    """Runs Kafka's Java tools on the host JRE (default) or inside a broker container."""
+
+    def __init__(self, cluster: Cluster, kafka_version: str, where: str, scratch: Path) -> None:
+        self.cluster = cluster
+        self.where = where
+        self.bootstrap = ",".join(f"{b.ip}:9092" for b in cluster.brokers)
+        self.heap = "-Xmx512m"
+        if where == "host":
+            libs = kafka_jars(kafka_version)
+            log_file = scratch / ("tools-log4j2.properties" if uses_log4j2(kafka_version) else "tools-log4j.properties")
+            log_file.write_text(
+                "rootLogger.level = warn\nrootLogger.appenderRef.err.ref = ERR\nappender.err.type = Console\n"
+                "appender.err.name = ERR\nappender.err.target = SYSTEM_ERR\nappender.err.layout.type = PatternLayout\n"
+                "appender.err.layout.pattern = %m%n\n" if uses_log4j2(kafka_version) else
+                "log4j.rootLogger=WARN, err\nlog4j.appender.err=org.apache.log4j.ConsoleAppender\n"
+                "log4j.appender.err.Target=System.err\nlog4j.appender.err.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.err.layout.ConversionPattern=%m%n\n")
+            self.prefix = ["java", self.heap, "-cp", f"{libs}/*", f"-Dlog4j.configuration=file:{log_file}",
+                           f"-Dlog4j2.configurationFile={log_file}"]
+        else:
+            container = cluster.brokers[0].container.name
+            self.prefix = ["docker", "exec", container, "java", self.heap, "-cp", TOOLS_IN_CONTAINER_LIBS]
+
+    @property
+    def where_text(self) -> str:
+        if self.where == "host":
+            return "on the host JRE (where the kchaos clients run)"
+        return (f"inside {self.cluster.brokers[0].name}'s container: it shares that broker's CPU, "
+                "and its CPU is counted with the cluster's")
+
+    def run(self, main_class: str, args: list[str], timeout_s: float) -> str:
+        cmd = [*self.prefix, main_class, *args]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise RuntimeError(f"{main_class} exited with {proc.returncode}: {(err or out).strip()[-500:]}")
+        return out
+
+    def producer_perf(self, topic: str, records: int, acks: str, props: dict[str, str]) -> dict[str, float]:
+        producer_props = [f"bootstrap.servers={self.bootstrap}", f"acks={acks}", *(f"{k}={v}" for k, v in props.items())]
+        out = self.run("org.apache.kafka.tools.ProducerPerformance",
+                       ["--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_BYTES),
+                        "--throughput", "-1", "--producer-props", *producer_props], timeout_s=1800)
+        summary = [line for line in out.splitlines() if "records sent" in line and "50th" in line]
+        if not summary:
+            raise RuntimeError(f"no summary line from ProducerPerformance: {out.strip()[-500:]}")
+        m = re.search(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th", summary[-1])
+        if m is None:
+            raise RuntimeError(f"cannot parse ProducerPerformance's summary: {summary[-1]}")
+        return {"records": int(m.group(1)), "rate": float(m.group(2)), "avg_ms": float(m.group(4)),
+                "p50_ms": float(m.group(6)), "p99_ms": float(m.group(8)), "line": summary[-1]}  # type: ignore[dict-item]
+
+    def consumer_perf(self, topic: str, messages: int) -> dict[str, float]:
+        out = self.run("org.apache.kafka.tools.ConsumerPerformance",
+                       ["--bootstrap-server", self.bootstrap, "--topic", topic, "--messages", str(messages),
+                        "--timeout", "60000", "--group", f"perf-{uuid.uuid4().hex[:8]}"], timeout_s=1800)
+        lines = [line for line in out.splitlines() if line.strip()]
+        header = next(i for i, line in enumerate(lines) if line.startswith("start.time"))
+        names = [x.strip() for x in lines[header].split(",")]
+        values = [x.strip() for x in lines[header + 1].split(",")]
+        row = dict(zip(names, values))
+        return {"messages": int(row["data.consumed.in.nMsg"]), "rate": float(row["nMsg.sec"]),
+                "fetch_rate": float(row["fetch.nMsg.sec"]), "rebalance_ms": float(row["rebalance.time.ms"]),
+                "fetch_ms": float(row["fetch.time.ms"])}
+
+
+# ---------------------------------------------------------------------- kchaos
+
+
+def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], producers: int, seconds: float,
+                         run_dir: Path, profile_s: float = 0) -> dict[str, Any]:
+    """The trial's producer processes, unbounded, for ``seconds``; rates counted from sends.jsonl."""
+    history = new_history(run_dir)
+    workload = Workload(producers=producer_clients(cluster, topic, history, producers, config), consumers=[])
+    profiler = None
+    try:
+        workload.start()
+        meter = CpuMeter(container_ids(cluster))
+        started = time.monotonic()
+        if profile_s > 0:
+            time.sleep(min(3.0, seconds / 4))  # past the clients' warm-up
+            targets = {"harness": os.getpid()}
+            if workload.producers[0].pid is not None:
+                targets["producer-p0"] = workload.producers[0].pid
+            profiler = Profiler(targets, profile_s, BENCH_OUT)
+            if not profiler.start():
+                profiler = None
+        while time.monotonic() - started < seconds:
+            time.sleep(0.2)
+        load_s = time.monotonic() - started
+        workload.stop_producers()
+        cpu = meter.stop()
+    except BaseException:
+        if profiler is not None:
+            profiler.abort()
+        raise
+    finally:
+        workload.abort()
+        history.close()
+    ok, total, span = count_acked(run_dir / "history" / "sends.jsonl")
+    result = {"ok": ok, "sends": total, "span_s": span, "load_s": load_s, "rate": ok / span if span else 0.0,
+              "cpu": cpu, "failures": workload.failures, "profiler": profiler}
+    return result
+
+
+def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Path,
+                        timeout_s: float) -> dict[str, Any]:
+    """One application consumer (a ConsumerClient process, fresh group) until ``messages`` live reads are recorded."""
+    history = new_history(run_dir)
+    consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, f"kchaos-bench-{uuid.uuid4().hex[:8]}", "auto",
+                              {}, history.reads, history.clock)
+    workload = Workload(producers=[], consumers=[consumer])
+    try:
+        meter = CpuMeter(container_ids(cluster))
+        workload.start()
+        started = time.monotonic()
+        while consumer.count < messages and time.monotonic() - started < timeout_s:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        count = consumer.count
+        workload.stop_consumers()
+        cpu = meter.stop()
+    finally:
+        workload.abort()
+        history.close()
+    first, last = _read_span(run_dir / "history" / "reads.jsonl")
+    return {"reads": count, "elapsed_s": elapsed, "rate": count / elapsed if elapsed else 0.0,
+            "fetch_rate": count / (last - first) if last > first else 0.0, "cpu": cpu, "failures": workload.failures}
+
+
+def run_kchaos_read_back(cluster: Cluster, topic: str, run_dir: Path) -> dict[str, Any]:
+    """The harness's final read-back (in this process), recording every record as a ``final`` read."""
+    history = new_history(run_dir)
+    try:
+        meter = CpuMeter(container_ids(cluster))
+        started = time.monotonic()
+        complete = read_back(cluster.bootstrap_servers, topic, PARTITIONS, history, timeout_s=1800)
+        elapsed = time.monotonic() - started
+        reads = history.reads.lines
+        cpu = meter.stop()
+    finally:
+        history.close()
+    first, last = _read_span(run_dir / "history" / "reads.jsonl")
+    return {"reads": reads, "complete": complete, "elapsed_s": elapsed, "rate": reads / elapsed if elapsed else 0.0,
+            "fetch_rate": reads / (last - first) if last > first else 0.0, "cpu": cpu}
+
+
+def _read_span(reads: Path) -> tuple[float, float]:
+    """Seconds of the first and last time_ns in a reads.jsonl."""
+    pattern = re.compile(rb'"time_ns":(\d+)')
+    first, last = float("inf"), 0.0
+    with reads.open("rb") as f:
+        for line in f:
+            m = pattern.search(line)
+            if m:
+                t = int(m.group(1)) / 1e9
+                first, last = min(first, t), max(last, t)
+    return (first, last) if last else (0.0, 0.0)
+
+
+# ---------------------------------------------------------------------- the benchmark
+
+
+def parse_config(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--producer-config wants KEY=VALUE, not {pair!r}")
+        out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=3_000_000, help="records ProducerPerformance writes (default 3M)")
+    parser.add_argument("--seconds", type=float, help="kchaos load time (default: as long as ProducerPerformance took)")
+    parser.add_argument("--producers", type=int, default=2, help="kchaos producer processes (scenario default 2)")
+    parser.add_argument("--acks", nargs="+", default=["all", "1"], choices=["all", "1"])
+    parser.add_argument("--metadata", choices=("zookeeper", "kraft"), default="zookeeper")
+    parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    parser.add_argument("--tools-in", choices=("host", "broker"), default="host",
+                        help="run Kafka's tools on the host JRE (default) or in broker1's container")
+    parser.add_argument("--producer-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a producer setting for both ProducerPerformance and the kchaos producers")
+    parser.add_argument("--no-consumers", action="store_true", help="skip the consumer comparison")
+    parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
+                        help="py-spy the harness (and producer p0) for SECONDS during the acks=all kchaos run")
+    parser.add_argument("--dir", type=Path, help="where the temporary run directory goes (default: the system's temp)")
+    args = parser.parse_args(argv)
+    quiet_logging()
+    install_termination_handlers()
+    extra = parse_config(args.producer_config)
+
+    scratch = Path(tempfile.mkdtemp(prefix="kchaos-bench-pvk-", dir=args.dir))
+    say(f"producer_vs_kafka: {args.metadata}, Kafka {args.kafka_version}, {args.records:,} records for "
+        f"ProducerPerformance, {args.producers} kchaos producers, {RECORD_BYTES}-byte values, "
+        f"topics of {PARTITIONS} partitions RF 3 min.insync 2; scratch {scratch}")
+    cluster = None
+    rows: list[str] = []
+    try:
+        cluster = start_cluster(args.metadata, args.kafka_version, scratch / "cluster")
+        tools = Tools(cluster, args.kafka_version, args.tools_in, scratch)
+        say(f"Kafka's tools run {tools.where_text}")
+        if not extra:
+            say("client defaults on both sides: the Java producer (ProducerPerformance) is idempotent with acks=all "
+                "and lingers 0 ms; librdkafka (kchaos) is not idempotent and lingers 5 ms")
+        for acks in args.acks:
+            pp_topic, kc_topic = f"bench-pp-acks{acks}", f"bench-kc-acks{acks}"
+            for t in (pp_topic, kc_topic):
+                create_topic(cluster, TopicSpec(t, PARTITIONS, 3, 2))
+            meter = CpuMeter(container_ids(cluster))
+            pp = tools.producer_perf(pp_topic, args.records, acks, extra)
+            pp_cpu = meter.stop()
+            say(f"acks={acks} ProducerPerformance: {pp['rate']:,.0f} records/s "
+                f"({pp['records']:,} in {pp_cpu['wall_s']:.1f} s wall incl. JVM start; "
+                f"avg {pp['avg_ms']:.0f} ms, p50 {pp['p50_ms']:.0f} ms, p99 {pp['p99_ms']:.0f} ms)")
+            say(f"    {cpu_text(pp_cpu, 'bench', 'ProducerPerformance JVM')}")
+            seconds = args.seconds or max(10.0, round(pp_cpu["wall_s"] or 10.0))  # type: ignore[arg-type]
+            profile_s = args.profile if acks == "all" else 0
+            seconds = max(seconds, profile_s + 5) if profile_s else seconds
+            kc = run_kchaos_producers(cluster, kc_topic, {"acks": acks, **extra}, args.producers, seconds,
+                                      scratch / f"run-acks{acks}", profile_s)
+            ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
+            say(f"acks={acks} kchaos (recorded): {kc['rate']:,.0f} acked sends/s ({kc['ok']:,} ok of "
+                f"{kc['sends']:,} sends in sends.jsonl over {kc['span_s']:.1f} s, first invoke to last ack; "
+                f"load {kc['load_s']:.0f} s)")
+            say(f"    {cpu_text(kc['cpu'], 'harness', f'{args.producers} producer processes')}")
+            if kc["failures"]:
+                say(f"    workload failures: {kc['failures']}")
+            target = f"  (target >= {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'NOT met'})" \
+                if acks == "all" else ""
+            say(f"acks={acks} ratio kchaos / ProducerPerformance = {ratio:.2f}{target}")
+            rows.append(f"producer acks={acks:<3}  ProducerPerformance {pp['rate']:>10,.0f}/s  "
+                        f"kchaos {kc['rate']:>10,.0f}/s  ratio {ratio:.2f}{target}")
+            if kc["profiler"] is not None:
+                kc["profiler"].finish()
+            shutil.rmtree(scratch / f"run-acks{acks}", ignore_errors=True)
+            delete_topic(cluster, kc_topic)
+            if acks == "all" and not args.no_consumers:
+                rows += consumers(cluster, tools, pp_topic, pp["records"], scratch)
+            delete_topic(cluster, pp_topic)
+        if not args.no_consumers and "all" not in args.acks:
+            say("consumer comparison skipped: it reads the acks=all ProducerPerformance topic")
+        print()
+        say("summary")
+        for row in rows:
+            print(f"  {row}")
+        return 0
+    finally:
+        abort_profilers()
+        if cluster is not None:
+            started = time.monotonic()
+            cluster.teardown()
+            say(f"cluster {cluster.cluster_id} torn down in {time.monotonic() - started:.1f} s")
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch: Path) -> list[str]:
+    meter = CpuMeter(container_ids(cluster))
+    cp = tools.consumer_perf(topic, messages)
+    cp_cpu = meter.stop()
+    say(f"ConsumerPerformance: {cp['rate']:,.0f} records/s incl. group join ({cp['messages']:,} records; "
+        f"rebalance {cp['rebalance_ms'] / 1000:.1f} s), {cp['fetch_rate']:,.0f} records/s fetching")
+    say(f"    {cpu_text(cp_cpu, 'bench', 'ConsumerPerformance JVM')}")
+    live = run_kchaos_consumer(cluster, topic, messages, scratch / "run-live", timeout_s=max(120.0, messages / 5000))
+    shutil.rmtree(scratch / "run-live", ignore_errors=True)
+    say(f"kchaos application consumer (live reads recorded): {live['rate']:,.0f} records/s incl. group join "
+        f"({live['reads']:,} reads in {live['elapsed_s']:.1f} s), {live['fetch_rate']:,.0f} records/s "
+        "first to last read")
+    say(f"    {cpu_text(live['cpu'], 'harness', 'consumer process')}")
+    back = run_kchaos_read_back(cluster, topic, scratch / "run-final")
+    shutil.rmtree(scratch / "run-final", ignore_errors=True)
+    say(f"kchaos final read-back (every record recorded, in the harness): {back['rate']:,.0f} records/s "
+        f"({back['reads']:,} reads in {back['elapsed_s']:.1f} s, complete={back['complete']}), "
+        f"{back['fetch_rate']:,.0f} records/s first to last read")
+    say(f"    {cpu_text(back['cpu'], 'harness (read-back)', 'children')}")
+    r_live = live["rate"] / cp["rate"] if cp["rate"] else 0.0
+    r_back = back["rate"] / cp["rate"] if cp["rate"] else 0.0
+    f_live = live["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
+    f_back = back["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
+    say(f"consumer ratios vs ConsumerPerformance: incl. join live {r_live:.2f}, read-back {r_back:.2f}; "
+        f"fetching only live {f_live:.2f}, read-back {f_back:.2f}")
+    return [f"consumer: ConsumerPerformance {cp['rate']:>10,.0f}/s  kchaos live {live['rate']:>10,.0f}/s "
+            f"(ratio {r_live:.2f})  read-back {back['rate']:>10,.0f}/s (ratio {r_back:.2f})"]
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (KeyboardInterrupt, Terminated) as e:
+        print(f"{Path(__file__).name}: interrupted ({type(e).__name__} {e}); the cluster was torn down",
+              file=sys.stderr)
+        sys.exit(130)
