@@ -1,6 +1,6 @@
 """Benchmark the Spark checker (and the reference, while it fits) on synthetic histories of N million sends.
 
-    .venv/bin/python benchmarks/spark_checker.py --millions 1 10 50 [--dir /tmp/kchaos-bench] [--keep]
+    .venv/bin/python benchmarks/spark_checker.py --millions 1 10 50 [--dir DIR] [--keep] [--reuse] [--json]
 
 For each N it writes a run directory with N million sends, a live read and a
 final read of every acknowledged one, the final-read and committed events of
@@ -12,9 +12,14 @@ generated columns, then the part files concatenated in order), which is
 about as fast as the disk.
 
 Each measurement runs in a fresh child process, so that its peak memory is
-its own: for Spark the driver JVM's peak resident set (in local mode the
-executors live in it) and the time to start the session apart from the
-check; for the reference the Python process's peak. The reference is only
+its own, and so is its CPU time (user + system, JVM and Python): on a shared
+machine the wall-clock figures depend on the others' load, the CPU seconds
+much less (on an idle 2-core machine a check takes about half of them). For Spark (``spark``): the conversion of the JSON lines to their
+Parquet caches (any old cache is deleted first), the session start and the
+check, apart and in total, the driver JVM's peak resident set (in local mode
+the executors live in it) and the Python process's (the conversion); with
+``--json`` also Spark parsing the JSON lines itself (``spark-json``). For the
+reference (``python``) the Python process's peak. The reference is only
 run up to ``--python-max-millions`` (default 2): it holds every send and
 read as Python tuples, over a gigabyte per million sends with their reads,
 and takes minutes per million on this kind of machine.
@@ -145,6 +150,12 @@ def _write_lines(df: Any, target: Path, tmp: Path, append: bool = False) -> None
 # --- measuring ----------------------------------------------------------------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (the figure that does not depend on other load)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def vm_hwm_bytes(pid: int) -> int:
     """Peak resident set of a process (VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -153,21 +164,30 @@ def vm_hwm_bytes(pid: int) -> int:
     return 0
 
 
-def measure_spark(run: Path) -> dict[str, Any]:
+def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
     from spark_analysis.checker import check_run
+    from spark_analysis.columnar_reader import convert_history
     from spark_analysis.session import jvm_pid, spark_session
 
+    history = run / "history"
+    for cache in history.glob("*.parquet"):
+        cache.unlink()
     started = time.perf_counter()
-    size = sum(f.stat().st_size for f in (run / "history").iterdir())
+    if history_format == "parquet":
+        convert_history(history)
+    convert_s = time.perf_counter() - started
+    started = time.perf_counter()
+    size = sum(f.stat().st_size for f in history.glob("*.jsonl"))
     spark = spark_session(history_bytes=size)
     session_s = time.perf_counter() - started
     pid = jvm_pid(spark)
     started = time.perf_counter()
-    results = check_run(run, spark)
+    results = check_run(run, spark, history_format=history_format)
     check_s = time.perf_counter() - started
     peak = vm_hwm_bytes(pid)
+    cpu = cpu_seconds(pid) + cpu_seconds(os.getpid())
     spark.stop()
-    return {"session_s": session_s, "check_s": check_s, "peak_rss": peak,
+    return {"convert_s": convert_s, "session_s": session_s, "check_s": check_s, "peak_rss": peak, "cpu_s": cpu,
             "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "counts": results["counts"], "valid": results["valid"]}
 
@@ -178,8 +198,8 @@ def measure_python(run: Path) -> dict[str, Any]:
     started = time.perf_counter()
     results = check_run(run)
     check_s = time.perf_counter() - started
-    return {"session_s": 0.0, "check_s": check_s,
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return {"convert_s": 0.0, "session_s": 0.0, "check_s": check_s, "peak_rss": 0, "cpu_s": cpu_seconds(os.getpid()),
+            "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "counts": results["counts"], "valid": results["valid"]}
 
 
@@ -198,36 +218,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python-max-millions", type=float, default=2.0,
                         help="run the reference only up to this size (memory and time grow past usefulness)")
     parser.add_argument("--keep", action="store_true", help="keep the generated histories")
+    parser.add_argument("--json", action="store_true", help="also time Spark parsing the JSON lines itself")
+    parser.add_argument("--reuse", action="store_true", help="check histories kept by an earlier --keep as they are")
     parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
         engine, run = args.measure
-        print(json.dumps((measure_spark if engine == "spark" else measure_python)(Path(run))))
+        measure = {"spark": measure_spark, "spark-json": lambda r: measure_spark(r, "json"),
+                   "python": measure_python}[engine]
+        print(json.dumps(measure(Path(run))))
         return 0
 
-    print(f"{'sends':>8} {'reads':>8} {'engine':>6} {'start s':>8} {'check s':>8} {'sends/s':>10} "
-          f"{'lines/s':>10} {'peak RSS':>9}  anomalies", flush=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print(f"{'sends':>8} {'reads':>8} {'engine':>10} {'convert s':>9} {'start s':>8} {'check s':>8} {'total s':>8} "
+          f"{'CPU s':>7} {'JVM peak':>9} {'Py peak':>8}  anomalies", flush=True)
     try:
         for millions in args.millions:
             run = args.dir / f"{millions:g}M"
             started = time.perf_counter()
-            lines = generate(run, millions)
-            size = sum(f.stat().st_size for f in (run / "history").iterdir())
-            print(f"# {millions:g}M: generated {lines['sends']:,} sends and {lines['reads']:,} reads "
+            if args.reuse and (run / "history" / "reads.jsonl").is_file():
+                lines = {name: sum(1 for _ in (run / "history" / f"{name}.jsonl").open("rb"))
+                         for name in ("sends", "reads")}
+                verb = "reused"
+            else:
+                lines = generate(run, millions)
+                verb = "generated"
+            size = sum(f.stat().st_size for f in (run / "history").glob("*.jsonl"))
+            print(f"# {millions:g}M: {verb} {lines['sends']:,} sends and {lines['reads']:,} reads "
                   f"({size / 2 ** 30:.1f} GiB) in {time.perf_counter() - started:.0f} s", flush=True)
-            engines = ["spark"] + (["python"] if millions <= args.python_max_millions else [])
+            engines = ["spark"] + (["spark-json"] if args.json else []) + (
+                ["python"] if millions <= args.python_max_millions else [])
             results = {}
             for engine in engines:
                 m = in_child(engine, run)
                 results[engine] = m
-                total = lines["sends"] + lines["reads"]
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
                     "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
-                print(f"{lines['sends'] / 1e6:>7.1f}M {lines['reads'] / 1e6:>7.1f}M {engine:>6} "
-                      f"{m['session_s']:>8.1f} {m['check_s']:>8.1f} {lines['sends'] / m['check_s']:>10,.0f} "
-                      f"{total / m['check_s']:>10,.0f} {m['peak_rss'] / 2 ** 30:>7.2f}G  {found}", flush=True)
+                whole = m["convert_s"] + m["session_s"] + m["check_s"]
+                print(f"{lines['sends'] / 1e6:>7.1f}M {lines['reads'] / 1e6:>7.1f}M {engine:>10} "
+                      f"{m['convert_s']:>9.1f} {m['session_s']:>8.1f} {m['check_s']:>8.1f} {whole:>8.1f} "
+                      f"{m['cpu_s']:>7.0f} {m['peak_rss'] / 2 ** 30:>8.2f}G "
+                      f"{m['python_peak_rss'] / 2 ** 30:>7.2f}G  {found}", flush=True)
+                print(f"# load average {os.getloadavg()[0]:.1f}", flush=True)
             if "python" in results:
-                same = results["python"]["counts"] == results["spark"]["counts"]
+                same = all(r["counts"] == results["python"]["counts"] for r in results.values())
                 print(f"# {millions:g}M: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
             if not args.keep:
                 shutil.rmtree(run)

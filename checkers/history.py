@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 SENDS_FILE = "sends.jsonl"
 READS_FILE = "reads.jsonl"
@@ -178,15 +178,30 @@ def _read_optional(path: Path, label: str, parse: Callable[[dict[str, Any], int]
 
 
 def read_jsonl(path: Path, label: str, parse: Callable[[dict[str, Any], int], T], notes: list[str]) -> list[T]:
-    """Parse every line with ``parse``; a last line that is not JSON is dropped with a note.
+    """Parse every line with ``parse``; a last line that is not JSON is dropped with a note."""
+    lines = LineRules(label, parse)
+    with path.open("rb") as f:
+        records = lines.feed(enumerate(f, 1), [])
+    lines.finish(notes)
+    return records
+
+
+class LineRules(Generic[T]):
+    """The reader's rules for the lines of one file, fed in batches (the Spark checker converts files by blocks).
 
     A line that does not parse is only known to be the last one when the file
     ends, so it is held until then; any later non-blank line makes it an error.
     """
-    records: list[T] = []
-    unparsed: tuple[int, str] | None = None  # (line number, why) of a line that is not JSON
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
+
+    def __init__(self, label: str, parse: Callable[[dict[str, Any], int], T]) -> None:
+        self.label = label
+        self.parse = parse
+        self.unparsed: tuple[int, str] | None = None  # (line number, why) of a line that is not JSON
+
+    def feed(self, lines: Iterable[tuple[int, bytes]], records: list[T]) -> list[T]:
+        """Append the records of these (line number, raw line) to ``records``; HistoryError at a bad line."""
+        label, parse, unparsed = self.label, self.parse, self.unparsed
+        for number, raw in lines:
             if not raw.strip():
                 continue
             if unparsed is not None:
@@ -202,9 +217,13 @@ def read_jsonl(path: Path, label: str, parse: Callable[[dict[str, Any], int], T]
                 records.append(parse(obj, number))
             except BadLine as e:
                 raise HistoryError(f"{label} line {number}: {e}") from None
-    if unparsed is not None:
-        notes.append(f"{label}: dropped an incomplete last line (line {unparsed[0]})")
-    return records
+        self.unparsed = unparsed
+        return records
+
+    def finish(self, notes: list[str]) -> None:
+        """At the end of the file: a held line was the last one, cut off; drop it with a note."""
+        if self.unparsed is not None:
+            notes.append(f"{self.label}: dropped an incomplete last line (line {self.unparsed[0]})")
 
 
 _raw_decode = json.JSONDecoder().raw_decode

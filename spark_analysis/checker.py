@@ -2,13 +2,19 @@
 
 The stages, and the jobs they run (only aggregates come back to the driver):
 
-1. reader: each file is parsed once, checked line by line and cached
-   (one job per file; events are aggregated to per-partition facts).
-2. judge: the message table (one shuffle by (producer, seq)) and the position
-   table (one shuffle by (topic, partition, offset)) are built and cached,
-   and counted (one job each); the reorder window counts out-of-order acks.
+1. reader: by default sends.jsonl and reads.jsonl are converted to their
+   Parquet caches first (columnar.py, cache.py; only when stale, before
+   Spark starts, with Arrow, every line held to the reference reader's
+   rules), and Spark reads those with names already as ids; events are read
+   by the driver. Or (``history_format="json"``, or a cache that cannot be
+   written) Spark parses the JSON lines itself (reader.py: one job parses
+   and checks every file; names are given ids in one more small job).
+2. judge: the message table (one shuffle by (pid, seq)) and the position
+   table (one shuffle by (tid, partition, offset)) are built and cached,
+   and counted together with the reorder window in one job; the few
+   ambiguous messages are judged again from their own rows.
 3. examples, only when something was found: one ranking job, a few small
-   lookups, and one filtered text scan per file for the lines shown.
+   lookups, and the lines shown read back from the JSON lines.
 
 Counts, ``valid``, notes and examples follow checkers/reference.py exactly;
 tests/test_spark_checker.py holds the two to the same results.
@@ -16,6 +22,7 @@ tests/test_spark_checker.py holds the two to the same results.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,27 +31,41 @@ from checkers.history import SENDS_FILE, HistoryError
 from checkers.reference import SCENARIO_FILE, load_scenario
 
 from spark_analysis import examples as ex
-from spark_analysis.judge import (BYPASS_PARTIAL, acked, empty_reads, message_table, position_table,
-                                  reordered_table, sql_conf, tallies)
-from spark_analysis.reader import SparkHistory, read_history
+from spark_analysis.encode import MAX_MASK_GROUPS, READS_COLUMNS, Encoded, collect_names, encode
+from spark_analysis.judge import (BYPASS_PARTIAL, Facts, acked, exact_messages, fast_message_tally, fast_messages,
+                                  from_fast, message_counts, message_tally, position_table, reordered_table, sql_conf,
+                                  tagged_rows, tallies)
+from spark_analysis import columnar_reader, reader as json_reader
+from spark_analysis.cache import ParquetFile
+from spark_analysis.columnar_reader import convert_history
+from spark_analysis.reader import SparkHistory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 CHECKER = "spark"
+INPUT_FORMATS = ("parquet", "json")
+INPUT_ENV = "KCHAOS_SPARK_INPUT"
+BROADCAST_KEYS = 1_000_000  # ambiguous messages re-judged through a broadcast semi-join up to this many
 
 
-def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: str | None = None) -> dict[str, Any]:
+def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: str | None = None,
+              history_format: str | None = None) -> dict[str, Any]:
     """Check RUN/history under the promises of RUN/scenario.yaml (or none, noted), on Spark.
 
     Uses ``spark`` if given, else the active session, else starts one
     (local mode on every core, or ``spark_master``) and stops it afterwards.
+    ``history_format`` (else KCHAOS_SPARK_INPUT, else "parquet"): "parquet"
+    converts the JSON lines to their Parquet caches first (when stale) and
+    Spark reads those, or the JSON lines when a cache cannot be written;
+    "json" has Spark parse the JSON lines itself.
     """
     history_dir = run_dir / "history"
     if not history_dir.is_dir():  # the cheap checks come before Spark starts
         raise HistoryError(f"{history_dir}: no history directory")
     if not (history_dir / SENDS_FILE).is_file():
         raise HistoryError(f"{history_dir.name}/{SENDS_FILE}: missing")
+    files = convert_history(history_dir) if input_format(history_format) == "parquet" else None
     from spark_analysis.session import spark_session
 
     own = spark is None
@@ -52,10 +73,10 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
         from pyspark.sql import SparkSession
 
         own = SparkSession.getActiveSession() is None
-        size = sum(f.stat().st_size for f in history_dir.iterdir() if f.is_file())
+        size = sum(f.stat().st_size for f in history_dir.glob("*.jsonl") if f.is_file())
         spark = spark_session(spark_master, history_bytes=size)
     try:
-        history = read_history(spark, history_dir)
+        history = read_history(spark, history_dir, files)
         try:
             promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
             results = judge_history(spark, history, promises)
@@ -69,9 +90,29 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     return results
 
 
-def check(spark: "SparkSession", history_dir: Path, promises: Promises) -> dict[str, Any]:
+def input_format(history_format: str | None = None) -> str:
+    """"parquet" or "json": the argument, else KCHAOS_SPARK_INPUT, else "parquet"."""
+    chosen = history_format or os.environ.get(INPUT_ENV) or "parquet"
+    if chosen not in INPUT_FORMATS:
+        raise HistoryError(f"unknown history format {chosen!r} ({INPUT_ENV}); choose one of {', '.join(INPUT_FORMATS)}")
+    return chosen
+
+
+def read_history(spark: "SparkSession", history_dir: Path,
+                 files: "dict[str, ParquetFile | None] | None") -> SparkHistory:
+    """From the Parquet caches when there are ``files``, else from the JSON lines."""
+    if files is not None:
+        history = columnar_reader.read_history(spark, history_dir, files)
+        if history is not None:
+            return history
+    return json_reader.read_history(spark, history_dir)
+
+
+def check(spark: "SparkSession", history_dir: Path, promises: Promises,
+          history_format: str | None = None) -> dict[str, Any]:
     """Judge RUN/history under the given promises (the reference's ``check``, from files)."""
-    history = read_history(spark, history_dir)
+    files = columnar_reader.convert_history(history_dir) if input_format(history_format) == "parquet" else None
+    history = read_history(spark, history_dir, files)
     try:
         return judge_history(spark, history, promises)
     finally:
@@ -81,24 +122,48 @@ def check(spark: "SparkSession", history_dir: Path, promises: Promises) -> dict[
 def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promises) -> dict[str, Any]:
     """The results.json dict for a history read by ``read_history``."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     notes = list(history.notes)
-    sends = history.sends.records
-    assert sends is not None
-    reads = history.reads.records if history.reads is not None and history.reads.records is not None \
-        else empty_reads(spark)
+    assert history.sends.records is not None
+    reads = history.reads.records if history.reads is not None else None
+    if history.names is not None:  # read from the Parquet caches: already encoded
+        names = history.names
+        enc = Encoded(history.sends.records, reads if reads is not None else spark.createDataFrame([], READS_COLUMNS),
+                      names)
+    else:
+        names = collect_names(history.sends.records, reads, {g for gs in history.committed.values() for g in gs})
+        enc = encode(spark, history.sends.records, reads, names)
+    facts = Facts.of(names, history.complete, history.committed)
+    tagged = tagged_rows(enc.sends, enc.reads)
     cached = []
     try:
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
-            messages = message_table(sends, reads, history.complete, history.committed) \
-                .persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(messages)
-        acks = acked(messages)
+            if len(names.groups) <= MAX_MASK_GROUPS:
+                fast = fast_messages(tagged, facts).persist(StorageLevel.MEMORY_AND_DISK)
+                message_tallies = fast_message_tally(fast)
+            else:  # too many consumer groups for a bit mask: every message the exact way
+                fast = exact_messages(tagged, facts).persist(StorageLevel.MEMORY_AND_DISK)
+                message_tallies = message_tally(fast).selectExpr("*", "0L AS ambiguous")
+        cached.append(fast)
+        acks = acked(fast)
         with sql_conf(spark, BYPASS_PARTIAL, "true"):
-            positions = position_table(reads, acks).persist(StorageLevel.MEMORY_AND_DISK)
+            positions = position_table(enc.reads, acks).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(positions)
-        reordered = reordered_table(acks)
-        mc, pc, out_of_order = tallies(messages, positions, reordered)
+        reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them
+        cached.append(reordered)
+        mc, ambiguous, pc, out_of_order = tallies(message_tallies, positions, reordered)
+        if len(names.groups) > MAX_MASK_GROUPS:
+            messages = fast
+        elif ambiguous:
+            keys = fast.filter("ambiguous").select("pid", "seq")
+            rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
+            exact = exact_messages(rows, facts).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(exact)
+            mc = mc + message_counts(message_tally(exact).collect()[0].asDict())
+            messages = from_fast(fast).unionByName(exact)
+        else:
+            messages = from_fast(fast)
         repeats = mc.sent - mc.distinct_sent
         if repeats:
             notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")
@@ -126,7 +191,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         }
         counts = {name: int(counts[name]) for name in COUNTS}
 
-        parts = mc.send_partitions | pc.read_partitions | set(history.complete)
+        parts = {(names.topics[t], p) for t, p in mc.send_partitions | pc.read_partitions} | set(history.complete)
         incomplete = sorted(p for p in parts if not history.complete.get(p, False))
 
         # The reference's add_notes, in its order.
@@ -147,7 +212,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
 
         if any(counts[a] for a in ANOMALIES):
             chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered else None))
-            examples = ex.examples(spark, chosen, reads, acks, history.sends, history.reads)
+            examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
         else:
             examples = {a: [] for a in ANOMALIES}
 
@@ -155,4 +220,3 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
     finally:
         for df in cached:
             df.unpersist()
-

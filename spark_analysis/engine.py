@@ -21,8 +21,10 @@ class SparkCheckError(HistoryError):
     """Spark itself failed (no Java, a cluster that cannot be reached, a job that died): the run cannot be judged."""
 
 
-def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
-    """results.json for ``run_dir`` from the chosen engine; ``spark_master`` only matters for Spark."""
+def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None,
+                   history_format: str | None = None) -> dict[str, Any]:
+    """results.json for ``run_dir`` from the chosen engine; ``spark_master`` and ``history_format`` ("parquet",
+    the default, or "json"; else KCHAOS_SPARK_INPUT) only matter for Spark."""
     if engine == "python":
         from checkers.reference import check_run
 
@@ -33,7 +35,7 @@ def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None) 
     from spark_analysis.session import spark_log_path
 
     try:
-        return spark_check_run(run_dir, spark_master=spark_master)
+        return spark_check_run(run_dir, spark_master=spark_master, history_format=history_format)
     except HistoryError:
         raise
     except Exception as e:  # Py4J, PySpark and Java errors carry pages of stack trace: keep the first line

@@ -10,9 +10,12 @@ The showing: an example's send is the winning send line; its reads are its
 first ten reads in file order; a divergent or foreign position shows an ack
 there that some read there contradicts, else any ack there, smallest
 (producer, seq) first. These few lines are found by their position keys and
-fetched from the text files by one filtered scan, then parsed with the
+fetched from the files (see ``fetch_lines``), then parsed with the
 reference's own line parser, so each example holds the whole line, unknown
 fields included.
+
+The tables carry ids (encode.py); ids are ordered as names are, so the
+ranking is done on ids and only the chosen few are named.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from checkers.anomalies import ANOMALIES
 from checkers.history import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
-from spark_analysis.reader import FileRead, text_lines
+from spark_analysis.encode import Names
+from spark_analysis.reader import FileRead, Source, text_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-Msg = tuple[str, int]
-Pos = tuple[str, int, int]
+Msg = tuple[int, int]  # (pid, seq)
+Pos = tuple[int, int, int]  # (tid, partition, offset)
 
 # Message anomalies flagged by a boolean column of the message table.
 FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "unknown")
@@ -38,25 +42,26 @@ FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_pr
 
 def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None") -> "DataFrame":
     """Every finding as one row: anomaly, kind (0 message, 1 position), sort key (s1, n1, s2, n2), send_key."""
-    flags = ", ".join(f"named_struct('a', '{a}', 'on', {a}, 'g', CAST(NULL AS STRING))" for a in FLAGGED)
-    msg = messages.selectExpr(
-        "producer", "seq", "send_key",
+    flags = ", ".join(f"named_struct('a', '{a}', 'on', {a}, 'g', CAST(NULL AS INT))" for a in FLAGGED)
+    anything = " OR ".join([*FLAGGED, "size(skipped) > 0", "size(redelivered) > 0"])
+    msg = messages.filter(anything).selectExpr(
+        "pid", "seq", "send_key",
         f"""explode(concat(
                 filter(array({flags}), x -> x.on),
                 transform(skipped, g -> named_struct('a', 'consumer_skipped', 'on', true, 'g', g)),
                 transform(redelivered, g -> named_struct('a', 'consumer_redelivered', 'on', true, 'g', g)))) AS x""",
-    ).selectExpr("x.a AS anomaly", "0 AS kind", "producer AS s1", "seq AS n1", "x.g AS s2",
+    ).selectExpr("x.a AS anomaly", "0 AS kind", "pid AS s1", "seq AS n1", "x.g AS s2",
                  "CAST(NULL AS BIGINT) AS n2", "send_key")
     pos = positions.filter("divergent OR foreign").selectExpr(
-        "topic", "`partition`", "`offset`",
+        "tid", "`partition`", "`offset`",
         """explode(concat(CASE WHEN divergent THEN array('divergent') ELSE array() END,
                           CASE WHEN foreign THEN array('unexpected') ELSE array() END)) AS anomaly""",
-    ).selectExpr("anomaly", "1 AS kind", "topic AS s1", "`partition` AS n1", "CAST(NULL AS STRING) AS s2",
+    ).selectExpr("anomaly", "1 AS kind", "tid AS s1", "`partition` AS n1", "CAST(NULL AS INT) AS s2",
                  "`offset` AS n2", "CAST(NULL AS BIGINT) AS send_key")
     found = msg.unionByName(pos)
     if reordered is not None:
         found = found.unionByName(reordered.selectExpr(
-            "'reordered' AS anomaly", "0 AS kind", "producer AS s1", "seq AS n1", "CAST(NULL AS STRING) AS s2",
+            "'reordered' AS anomaly", "0 AS kind", "pid AS s1", "seq AS n1", "CAST(NULL AS INT) AS s2",
             "CAST(NULL AS BIGINT) AS n2", "send_key"))
     return found
 
@@ -72,12 +77,13 @@ def smallest(found: "DataFrame") -> dict[str, list[dict[str, Any]]]:
     for row in rows:
         chosen[row["anomaly"]].append(row.asDict())
     for findings in chosen.values():
-        findings.sort(key=lambda r: (r["kind"], r["s1"], r["n1"], r["s2"] or "", r["n2"] or 0))
+        findings.sort(key=lambda r: (r["kind"], r["s1"], r["n1"], -1 if r["s2"] is None else r["s2"], r["n2"] or 0))
     return chosen
 
 
 def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], reads: "DataFrame",
-             acks: "DataFrame", sends_file: FileRead, reads_file: FileRead | None) -> dict[str, list[dict[str, Any]]]:
+             acks: "DataFrame", sends_file: Source, reads_file: Source | None,
+             names: Names) -> dict[str, list[dict[str, Any]]]:
     """The examples of results.json for the chosen findings, with their whole send and read lines."""
     wanted_msgs = {(r["s1"], r["n1"]) for rs in chosen.values() for r in rs if r["kind"] == 0}
     wanted_pos = {(r["s1"], r["n1"], r["n2"]) for rs in chosen.values() for r in rs if r["kind"] == 1}
@@ -95,9 +101,9 @@ def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], rea
 
     def message_example(r: dict[str, Any]) -> dict[str, Any]:
         msg = (r["s1"], r["n1"])
-        example: dict[str, Any] = {"producer": r["s1"], "seq": r["n1"]}
+        example: dict[str, Any] = {"producer": names.producers[r["s1"]], "seq": r["n1"]}
         if r["s2"] is not None:
-            example["group"] = r["s2"]
+            example["group"] = names.groups[r["s2"]]
         example["send"] = send_lines.get(msg_send[msg]) if msg in msg_send else None
         example["reads"] = [read_lines[k] for k in msg_reads.get(msg, []) if k in read_lines]
         return example
@@ -105,7 +111,7 @@ def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], rea
     def position_example(r: dict[str, Any], anomaly: str) -> dict[str, Any]:
         pos = (r["s1"], r["n1"], r["n2"])
         head = {"producer": None, "seq": None} if anomaly == "unexpected" else {}
-        return {**head, "topic": pos[0], "partition": pos[1], "offset": pos[2],
+        return {**head, "topic": names.topics[pos[0]], "partition": pos[1], "offset": pos[2],
                 "send": send_lines.get(pos_send[pos]) if pos in pos_send else None,
                 "reads": [read_lines[k] for k in pos_reads.get(pos, []) if k in read_lines]}
 
@@ -124,23 +130,23 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
 
     parts: list[DataFrame] = []
     if msgs:
-        keys = spark.createDataFrame(sorted(msgs), "producer string, seq bigint")
-        first = Window.partitionBy("producer", "seq").orderBy("_key")
-        parts.append(reads.join(F.broadcast(keys), ["producer", "seq"], "left_semi")
+        keys = spark.createDataFrame(sorted(msgs), "pid int, seq bigint")
+        first = Window.partitionBy("pid", "seq").orderBy("_key")
+        parts.append(reads.join(F.broadcast(keys), ["pid", "seq"], "left_semi")
                      .withColumn("_n", F.row_number().over(first)).filter(F.col("_n") <= MAX_EXAMPLE_READS)
-                     .selectExpr("'m' AS tag", "topic", "`partition`", "`offset`", "producer", "seq", "_key", "_n"))
+                     .selectExpr("'m' AS tag", "tid", "`partition`", "`offset`", "pid", "seq", "_key", "_n"))
     if positions:
-        keys = spark.createDataFrame(sorted(positions), "topic string, `partition` bigint, `offset` bigint")
-        at = ["topic", "partition", "offset"]
+        keys = spark.createDataFrame(sorted(positions), "tid int, `partition` bigint, `offset` bigint")
+        at = ["tid", "partition", "offset"]
         first = Window.partitionBy(*at).orderBy("_key")
-        first_of_value = Window.partitionBy(*at, "producer", "seq").orderBy("_key")
+        first_of_value = Window.partitionBy(*at, "pid", "seq").orderBy("_key")
         parts.append(reads.join(F.broadcast(keys), at, "left_semi")
                      .withColumn("_n", F.row_number().over(first))
                      .withColumn("_v", F.row_number().over(first_of_value))
                      .filter(f"_n <= {MAX_EXAMPLE_READS} OR _v = 1")
-                     .selectExpr("'p' AS tag", "topic", "`partition`", "`offset`", "producer", "seq", "_key", "_n"))
+                     .selectExpr("'p' AS tag", "tid", "`partition`", "`offset`", "pid", "seq", "_key", "_n"))
         parts.append(acks.join(F.broadcast(keys), at, "left_semi")
-                     .selectExpr("'a' AS tag", "topic", "`partition`", "`offset`", "producer", "seq",
+                     .selectExpr("'a' AS tag", "tid", "`partition`", "`offset`", "pid", "seq",
                                  "send_key AS _key", "0 AS _n"))
     rows = []
     if parts:
@@ -153,8 +159,8 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
     pos_msgs: dict[Pos, set[Msg | None]] = defaultdict(set)
     pos_acks: list[tuple[Pos, Msg, int]] = []
     for r in rows:
-        pos = (r["topic"], r["partition"], r["offset"])
-        msg = None if r["producer"] is None else (r["producer"], r["seq"])
+        pos = (r["tid"], r["partition"], r["offset"])
+        msg = None if r["pid"] is None else (r["pid"], r["seq"])
         if r["tag"] == "m":
             msg_reads[msg].append(r["_key"])  # type: ignore[index]
         elif r["tag"] == "p":
@@ -178,14 +184,24 @@ def _acks_at(acks: list[tuple[Pos, Msg, int]], read_there: dict[Pos, set[Msg | N
     return {pos: key for pos, (_, key) in best.items()}
 
 
-def fetch_lines(spark: "SparkSession", files: list[FileRead], keys: list[set[int]]) -> list[dict[int, dict[str, Any]]]:
-    """The whole lines with these position keys, file by file, parsed as the reference parses them (one job)."""
+def fetch_lines(spark: "SparkSession", files: list[Source], keys: list[set[int]]) -> list[dict[int, dict[str, Any]]]:
+    """The whole lines with these position keys, file by file, parsed as the reference parses them.
+
+    Lines of JSON files read by Spark (``FileRead``) are found by one filtered
+    text scan of them all; a Parquet-cached file finds its own (``lines``).
+    """
     from pyspark.sql import functions as F
 
-    parts = [text_lines(spark, f.path).filter(F.col("_key").isin(sorted(ks)))
-             .selectExpr(f"{i} AS file", "_key", "CAST(value AS binary) AS raw")
-             for i, (f, ks) in enumerate(zip(files, keys)) if ks]
     found: list[dict[int, dict[str, Any]]] = [{} for _ in files]
+    parts = []
+    for i, (f, ks) in enumerate(zip(files, keys)):
+        if not ks:
+            continue
+        if isinstance(f, FileRead):
+            parts.append(text_lines(spark, f.path).filter(F.col("_key").isin(sorted(ks)))
+                         .selectExpr(f"{i} AS file", "_key", "CAST(value AS binary) AS raw"))
+        else:
+            found[i] = f.lines(ks)  # type: ignore[attr-defined]
     if not parts:
         return found
     union = parts[0]

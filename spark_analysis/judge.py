@@ -1,16 +1,28 @@
 """The anomalies of DESIGN.md as DataFrame transformations: two grouped shuffles and one window.
 
+The inputs carry ids, not names (see encode.py), and every grouping keeps
+only fixed-width numbers in its buffers, so Spark aggregates by hash (a
+``collect_set`` or a ``min`` over a struct or a string would make it sort
+every row first, several times slower).
+
 - By message: sends and reads (tagged) are unioned and grouped by
-  (producer, seq) once. Each group holds the message's winning send line
-  (the last in the file), its distinct final-read positions, its live reads
-  and the consumer groups that read it. From that one row follow lost,
-  lost_after_read, lost_unverifiable, duplicated, unexpected (read but never
-  sent), failed_but_present, unknown (found or not), consumer_skipped and
-  consumer_redelivered.
+  (pid, seq) once. Each group keeps the winning send line (the last in the
+  file: ``max_by`` over the line key), the smallest and largest final-read
+  position, live-read counts and the bit mask of the consumer groups that
+  read it live. From that row follow lost, lost_after_read,
+  lost_unverifiable, duplicated, unexpected (read but never sent),
+  failed_but_present, unknown (found or not), consumer_skipped and
+  consumer_redelivered — exactly, except for two rare kinds of message,
+  marked ``ambiguous``: one read at two or more final positions (is it in the
+  winning send's partition? which commits is each position below?) and one
+  read live by several groups more often than there are groups (which group
+  was handed it twice?). Those few are judged again from their reads with
+  set-valued aggregates (``exact_messages``), and replace their rows.
 - By position: reads and the winning acknowledgements are unioned and grouped
-  by (topic, partition, offset) once: divergent (two different messages seen
-  there, or an ack contradicted by a read) and the positions holding a value
-  kchaos did not write (unexpected, counted once per position).
+  by (tid, partition, offset) once: divergent (two different messages seen
+  there, or an ack contradicted by a read: a min and a max per component say
+  whether all are one message) and the positions holding a value kchaos did
+  not write (unexpected, counted once per position).
 - By producer and partition: a window over the acknowledged messages ordered
   by seq finds acks at a lower offset than an earlier seq (reordered).
 
@@ -22,19 +34,28 @@ literal maps, not joins. Only aggregates come back to the driver.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from checkers.history import HistoryError
+from spark_analysis.encode import FAIL, INFO, MAX_MASK_GROUPS, OK, Names
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 Part = tuple[str, int]
 
-READ_COLUMNS = "_key bigint, grp string, phase string, topic string, `partition` bigint, `offset` bigint, " \
-               "producer string, seq bigint"
-
 # The tables are grouped on nearly unique keys, where a pre-shuffle partial aggregation only costs time.
 BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
+
+# tid * PART_KEY + partition: one long per partition, a cheap key for literal maps and sets. Kafka's
+# partitions are int32 >= 0; a history naming others is refused (tallies) rather than misjudged.
+PART_KEY = 2 ** 32
+
+# The message table's columns, whichever way a row was judged.
+MESSAGE_COLUMNS = ("pid", "seq", "n_sends", "send_key", "status", "tid", "partition", "offset", "n_live",
+                   "n_live_ungrouped", "lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected",
+                   "failed_but_present", "unknown", "unknown_found", "skipped", "redelivered")
 
 
 @contextmanager
@@ -51,8 +72,31 @@ def sql_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, old)
 
 
-def empty_reads(spark: "SparkSession") -> "DataFrame":
-    return spark.createDataFrame([], READ_COLUMNS)
+# --- facts from the events, as literal maps over ids ----------------------------------------------------
+
+
+@dataclass
+class Facts:
+    """Final-read completeness and committed offsets keyed by ids (topics no message names are left out)."""
+
+    complete: dict[tuple[int, int], bool]  # (tid, partition) -> final read complete
+    topic_complete: dict[int, bool]  # tid -> every final-read partition of it complete
+    committed: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # -> [(gid, offset)]
+
+    @staticmethod
+    def of(names: Names, complete: dict[Part, bool], committed: dict[Part, dict[str, int]]) -> "Facts":
+        tids, gids = names.topic_ids(), names.group_ids()
+        by_topic: dict[int, bool] = {}
+        parts: dict[tuple[int, int], bool] = {}
+        for (topic, partition), done in complete.items():
+            if topic in tids:
+                parts[(tids[topic], partition)] = done
+                by_topic[tids[topic]] = by_topic.get(tids[topic], True) and done
+        commits = {(tids[topic], partition): sorted((gids[g], o) for g, o in groups.items())
+                   for (topic, partition), groups in committed.items() if topic in tids and groups}
+        if any(not 0 <= p < PART_KEY for _, p in [*parts, *commits]):
+            raise HistoryError(f"an event names a partition outside 0..{PART_KEY - 1}; check with --engine python")
+        return Facts(complete=parts, topic_complete=by_topic, committed=commits)
 
 
 def _lit_map(entries: dict[Any, "Column"], key: Any, empty_type: str) -> "Column":
@@ -67,107 +111,177 @@ def _lit_map(entries: dict[Any, "Column"], key: Any, empty_type: str) -> "Column
     return F.create_map(*args)
 
 
-def _part_key(part: Part) -> "Column":
+def _part_key(part: tuple[int, int]) -> "Column":
+    """A partition's literal-map key: a long, compared far faster than a struct in a map lookup."""
     from pyspark.sql import functions as F
 
-    return F.struct(F.lit(part[0]).cast("string").alias("t"), F.lit(part[1]).cast("bigint").alias("p"))
+    return F.lit(part[0] * PART_KEY + part[1]).cast("bigint")
 
 
-def complete_maps(complete: dict[Part, bool]) -> tuple["Column", "Column"]:
-    """(topic, partition) -> final read complete; topic -> every final-read partition of it complete."""
+def _maps(facts: Facts) -> dict[str, "Column"]:
     from pyspark.sql import functions as F
 
-    by_topic: dict[str, bool] = {}
-    for (topic, _), done in complete.items():
-        by_topic[topic] = by_topic.get(topic, True) and done
-    parts = _lit_map({p: F.lit(done) for p, done in complete.items()}, _part_key,
-                     "map<struct<t:string,p:bigint>,boolean>")
-    topics = _lit_map({t: F.lit(done) for t, done in by_topic.items()}, lambda t: F.lit(t).cast("string"),
-                      "map<string,boolean>")
-    return parts, topics
+    commits = {part: F.array(*[F.struct(F.lit(g).cast("int").alias("g"), F.lit(o).cast("bigint").alias("o"))
+                               for g, o in groups]) for part, groups in facts.committed.items()}
+    return {
+        "_complete": _lit_map({p: F.lit(d) for p, d in facts.complete.items()}, _part_key, "map<bigint,boolean>"),
+        "_topic_complete": _lit_map({t: F.lit(d) for t, d in facts.topic_complete.items()},
+                                    lambda t: F.lit(t).cast("int"), "map<int,boolean>"),
+        "_committed": _lit_map(commits, _part_key, "map<bigint,array<struct<g:int,o:bigint>>>"),
+        "_committers": _lit_map({t * PART_KEY + p: F.lit(_mask(g for g, _ in groups)).cast("bigint")
+                                 for (t, p), groups in facts.committed.items()},
+                                lambda k: F.lit(k).cast("bigint"), "map<bigint,bigint>"),
+    }
 
 
-def committed_map(committed: dict[Part, dict[str, int]]) -> "Column":
-    """(topic, partition) -> [(group, committed offset)]."""
-    from pyspark.sql import functions as F
-
-    entries = {part: F.array(*[F.struct(F.lit(g).cast("string").alias("g"), F.lit(o).cast("bigint").alias("o"))
-                               for g, o in sorted(groups.items())])
-               for part, groups in committed.items() if groups}
-    return _lit_map(entries, _part_key, "map<struct<t:string,p:bigint>,array<struct<g:string,o:bigint>>>")
+def _mask(gids: Iterable[int]) -> int:
+    """The bit mask of these group ids as a signed 64-bit value (ids past the mask are left out)."""
+    mask = sum(1 << g for g in set(gids) if g < MAX_MASK_GROUPS)
+    return mask - 2 ** 64 if mask >= 2 ** 63 else mask
 
 
-def message_table(sends: "DataFrame", reads: "DataFrame", complete: dict[Part, bool],
-                  committed: dict[Part, dict[str, int]]) -> "DataFrame":
-    """One row per message seen anywhere, with every per-message verdict as a column.
+def _commits_at(tid: str, partition: str) -> str:
+    """SQL: the [(gid, offset)] committed in a partition (empty when none)."""
+    return (f"coalesce(try_element_at(_committed, {tid} * {PART_KEY} + {partition}), "
+            "CAST(array() AS array<struct<g:int,o:bigint>>))")
 
-    Columns: producer, seq, n_sends, send_key, status, topic, partition,
-    offset (of the winning send line), n_live, n_live_ungrouped, skipped and
-    redelivered (consumer groups), and the flags lost, lost_after_read,
-    lost_unverifiable, duplicated, unexpected, failed_but_present, unknown,
-    unknown_found.
+
+# Looked up only for an acknowledged message not found (the rest do not need it: a lookup per row costs)
+VERIFIABLE = f"""CASE WHEN status = {OK} AND NOT present THEN coalesce(
+                    CASE WHEN `partition` IS NOT NULL THEN try_element_at(_complete, tid * {PART_KEY} + `partition`)
+                         ELSE try_element_at(_topic_complete, tid) END, false) END"""
+
+
+def _verdicts(table: "DataFrame") -> "DataFrame":
+    """The flags that follow from status, present, verifiable and the final-read count."""
+    table = table.selectExpr("*", f"{VERIFIABLE} AS verifiable")
+    return table.selectExpr(
+        *[c for c in table.columns if c not in ("present", "verifiable", "n_final", "_complete", "_topic_complete")],
+        f"coalesce(status = {OK} AND NOT present AND verifiable, false) AS lost",
+        f"coalesce(status = {OK} AND NOT present AND verifiable AND n_live > 0, false) AS lost_after_read",
+        f"coalesce(status = {OK} AND NOT present AND NOT verifiable, false) AS lost_unverifiable",
+        "n_sends = 0 AS unexpected",
+        f"coalesce(status = {FAIL} AND n_final > 0, false) AS failed_but_present",
+        f"coalesce(status = {INFO}, false) AS unknown",
+        f"coalesce(status = {INFO} AND n_final > 0, false) AS unknown_found",
+    )
+
+
+# --- by message ---------------------------------------------------------------------------------------
+
+
+def tagged_rows(sends: "DataFrame", reads: "DataFrame") -> "DataFrame":
+    """Sends and reads of kchaos messages in one table, for one grouping by message."""
+    return sends.selectExpr(
+        "pid", "seq", "true AS is_send", "_key", "tid", "`partition`", "`offset`", "status",
+        "CAST(NULL AS BOOLEAN) AS final", "CAST(NULL AS INT) AS gid",
+    ).unionByName(reads.filter("pid IS NOT NULL").selectExpr(
+        "pid", "seq", "false AS is_send", "_key", "tid", "`partition`", "`offset`", "CAST(NULL AS TINYINT) AS status",
+        "final", "gid",
+    ))
+
+
+_WINNER = [f"max_by({c}, _key) FILTER (WHERE is_send) AS {c}" for c in ("status", "tid", "`partition`", "`offset`")]
+_COMMON = ["count_if(is_send) AS n_sends", "max(_key) FILTER (WHERE is_send) AS send_key", *_WINNER,
+           "count_if(NOT is_send AND NOT final) AS n_live",
+           "count_if(NOT is_send AND NOT final AND gid IS NULL) AS n_live_ungrouped",
+           "count_if(NOT is_send AND final) AS n_final"]
+
+
+def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
+    """One row per message, from fixed-width aggregates only; ``ambiguous`` rows must be judged again.
+
+    Columns: those of MESSAGE_COLUMNS, with ``skipped_mask``/``redelivered_mask``
+    (bit g: group id g) in place of the arrays, plus ``ambiguous``.
     """
     from pyspark.sql import functions as F
 
-    tagged = sends.selectExpr(
-        "producer", "seq", "true AS is_send", "_key", "topic", "`partition`", "`offset`", "status",
-        "CAST(NULL AS STRING) AS phase", "CAST(NULL AS STRING) AS grp",
-    ).unionByName(reads.filter("producer IS NOT NULL").selectExpr(
-        "producer", "seq", "false AS is_send", "_key", "topic", "`partition`", "`offset`",
-        "CAST(NULL AS STRING) AS status", "phase", "grp",
-    ))
-    grouped = tagged.groupBy("producer", "seq").agg(
-        F.expr("count_if(is_send)").alias("n_sends"),
-        F.expr("max(struct(_key, topic, `partition`, `offset`, status)) FILTER (WHERE is_send)").alias("last"),
-        F.expr("collect_set(struct(topic, `partition`, `offset`)) FILTER (WHERE NOT is_send AND phase = 'final')")
-        .alias("finals"),
-        F.expr("count_if(NOT is_send AND phase = 'live')").alias("n_live"),
-        F.expr("count_if(NOT is_send AND phase = 'live' AND grp IS NULL)").alias("n_live_ungrouped"),
-        F.expr("collect_list(grp) FILTER (WHERE NOT is_send AND phase = 'live')").alias("live_groups"),
+    final = "FILTER (WHERE NOT is_send AND final)"
+    grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
+        *_COMMON,
+        *[f"{fn}({c}) {final} AS f_{c.strip('`')}_{fn}" for c in ("tid", "`partition`", "`offset`")
+          for fn in ("min", "max")],
+        "bit_or(shiftleft(1L, gid)) FILTER (WHERE NOT is_send AND NOT final AND gid IS NOT NULL) AS live_mask",
+    ]])
+    maps = _maps(facts)
+    one = "(f_tid_min = f_tid_max AND f_partition_min = f_partition_max AND f_offset_min = f_offset_max)"
+    table = grouped.select("*", *[m.alias(name) for name, m in maps.items()]).selectExpr(
+        "pid", "seq", "n_sends", "send_key", "status", "tid", "`partition`", "`offset`", "n_live", "n_live_ungrouped",
+        "n_final",
+        f"n_final > 0 AND NOT {one} AS duplicated",
+        """coalesce(n_final > 0 AND f_tid_min = tid AND (`partition` IS NULL OR f_partition_min = `partition`),
+                    false) AS present""",
+        "_complete", "_topic_complete",
+        # the groups that committed this partition at all, less those that read the message live, come first:
+        # usually none is left, and the offsets need not be looked at
+        f"""CASE WHEN n_final > 0
+                  AND (coalesce(try_element_at(_committers, f_tid_min * {PART_KEY} + f_partition_min), 0L)
+                       & ~coalesce(live_mask, 0L)) <> 0
+            THEN aggregate(
+                filter({_commits_at('f_tid_min', 'f_partition_min')}, c -> f_offset_min < c.o),
+                0L, (acc, c) -> acc | shiftleft(1L, c.g)) & ~coalesce(live_mask, 0L)
+            ELSE 0L END AS skipped_mask""",
+        """CASE WHEN bit_count(coalesce(live_mask, 0L)) = 1 AND n_live - n_live_ungrouped > 1 THEN live_mask
+                ELSE 0L END AS redelivered_mask""",
+        f"""(n_final > 0 AND NOT {one})
+            OR (bit_count(coalesce(live_mask, 0L)) > 1
+                AND n_live - n_live_ungrouped > bit_count(coalesce(live_mask, 0L))) AS ambiguous""",
     )
-    part_complete, topic_complete = complete_maps(complete)
-    commits = committed_map(committed)
-    table = grouped.select(
-        "producer", "seq", "n_sends", "finals", "n_live", "n_live_ungrouped", "live_groups",
-        F.col("last._key").alias("send_key"), F.col("last.status").alias("status"),
-        F.col("last.topic").alias("topic"), F.col("last.partition").alias("partition"),
-        F.col("last.offset").alias("offset"),
-        part_complete.alias("_complete"), topic_complete.alias("_topic_complete"), commits.alias("_committed"),
-    )
-    table = table.selectExpr(
-        "*",
-        """CASE WHEN `partition` IS NOT NULL
-                THEN exists(finals, f -> f.topic = topic AND f.`partition` = `partition`)
-                ELSE exists(finals, f -> f.topic = topic) END AS present""",
-        """coalesce(CASE WHEN `partition` IS NOT NULL
-                         THEN try_element_at(_complete, named_struct('t', topic, 'p', `partition`))
-                         ELSE try_element_at(_topic_complete, topic) END, false) AS verifiable""",
-        """array_distinct(filter(
-               flatten(transform(finals, f -> transform(
-                   filter(coalesce(try_element_at(_committed, named_struct('t', f.topic, 'p', f.`partition`)),
-                                   CAST(array() AS array<struct<g:string,o:bigint>>)),
-                          c -> f.`offset` < c.o),
-                   c -> c.g))),
-               g -> NOT array_contains(live_groups, g))) AS skipped""",
-        "array_distinct(filter(live_groups, g -> size(filter(live_groups, h -> h = g)) > 1)) AS redelivered",
-    ).drop("_complete", "_topic_complete", "_committed", "live_groups")
-    return table.selectExpr(
-        "*",
-        "coalesce(status = 'ok' AND NOT present AND verifiable, false) AS lost",
-        "coalesce(status = 'ok' AND NOT present AND verifiable AND n_live > 0, false) AS lost_after_read",
-        "coalesce(status = 'ok' AND NOT present AND NOT verifiable, false) AS lost_unverifiable",
+    return _verdicts(table)
+
+
+def mask_groups(mask: str) -> str:
+    """SQL: the group ids of a bit mask, ascending."""
+    return f"filter(sequence(0, {MAX_MASK_GROUPS - 1}), g -> (shiftright({mask}, g) & 1L) = 1L)"
+
+
+def from_fast(fast: "DataFrame") -> "DataFrame":
+    """The unambiguous rows of ``fast_messages`` in the MESSAGE_COLUMNS layout."""
+    return fast.filter("NOT ambiguous").selectExpr(
+        *[c for c in MESSAGE_COLUMNS if c not in ("skipped", "redelivered")],
+        *[f"CASE WHEN {c}_mask = 0 THEN CAST(array() AS array<int>) ELSE {mask_groups(f'{c}_mask')} END AS {c}"
+          for c in ("skipped", "redelivered")])
+
+
+def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
+    """One row per message with set-valued aggregates: right for every message, but sort-based and slow.
+
+    Used for the ambiguous messages of ``fast_messages`` (their rows only),
+    or for all of them when there are too many consumer groups for a mask.
+    """
+    from pyspark.sql import functions as F
+
+    grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
+        *_COMMON,
+        "collect_set(struct(tid, `partition`, `offset`)) FILTER (WHERE NOT is_send AND final) AS finals",
+        "collect_list(gid) FILTER (WHERE NOT is_send AND NOT final) AS live_groups",
+    ]])
+    maps = _maps(facts)
+    table = grouped.select("*", *[m.alias(name) for name, m in maps.items()]).selectExpr(
+        "pid", "seq", "n_sends", "send_key", "status", "tid", "`partition`", "`offset`", "n_live", "n_live_ungrouped",
+        "n_final",
         "size(finals) > 1 AS duplicated",
-        "n_sends = 0 AS unexpected",
-        "coalesce(status = 'fail' AND size(finals) > 0, false) AS failed_but_present",
-        "coalesce(status = 'info', false) AS unknown",
-        "coalesce(status = 'info' AND size(finals) > 0, false) AS unknown_found",
-    ).drop("finals", "present", "verifiable")  # cached next: keep it narrow (arrays are slow to cache)
+        """CASE WHEN `partition` IS NOT NULL
+                THEN exists(finals, f -> f.tid = tid AND f.`partition` = `partition`)
+                ELSE exists(finals, f -> f.tid = tid) END AS present""",
+        "_complete", "_topic_complete",
+        f"""array_sort(array_distinct(filter(
+               flatten(transform(finals, f -> transform(
+                   filter({_commits_at('f.tid', 'f.`partition`')}, c -> f.`offset` < c.o), c -> c.g))),
+               g -> NOT array_contains(live_groups, g)))) AS skipped""",
+        "array_sort(array_distinct(filter(live_groups, g -> size(filter(live_groups, h -> h = g)) > 1))) "
+        "AS redelivered",
+    )
+    return _verdicts(table).select(*MESSAGE_COLUMNS)
 
 
 def acked(messages: "DataFrame") -> "DataFrame":
-    """The winning sends that were acknowledged at a known position: producer, seq, topic, partition, offset, send_key."""
-    return (messages.filter("status = 'ok' AND `partition` IS NOT NULL AND `offset` IS NOT NULL")
-            .select("producer", "seq", "topic", "partition", "offset", "send_key"))
+    """The winning sends that were acknowledged at a known position: pid, seq, tid, partition, offset, send_key."""
+    return (messages.filter(f"status = {OK} AND `partition` IS NOT NULL AND `offset` IS NOT NULL")
+            .select("pid", "seq", "tid", "partition", "offset", "send_key"))
+
+
+# --- by position --------------------------------------------------------------------------------------
 
 
 def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
@@ -175,29 +289,32 @@ def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
 
     Two reads disagree when they saw different messages (a value kchaos did
     not write counts as one more message); an ack is contradicted when the
-    position was read and what was read there is not the ack's message.
+    position was read and what was read there is not the ack's message. All
+    messages seen are one when the smallest and largest pid and seq agree.
     """
     from pyspark.sql import functions as F
 
     tagged = reads.selectExpr(
-        "topic", "`partition`", "`offset`", "producer", "seq", "false AS is_ack", "phase",
+        "tid", "`partition`", "`offset`", "pid", "seq", "false AS is_ack", "final",
     ).unionByName(acks.selectExpr(
-        "topic", "`partition`", "`offset`", "producer", "seq", "true AS is_ack", "CAST(NULL AS STRING) AS phase",
+        "tid", "`partition`", "`offset`", "pid", "seq", "true AS is_ack", "CAST(NULL AS BOOLEAN) AS final",
     ))
-    grouped = tagged.groupBy("topic", "partition", "offset").agg(
-        F.expr("count_if(NOT is_ack AND phase = 'live')").alias("n_live"),
-        F.expr("count_if(NOT is_ack AND phase = 'final')").alias("n_final"),
-        F.expr("count_if(NOT is_ack AND producer IS NULL) > 0").alias("foreign"),
-        F.expr("min(struct(producer, seq)) FILTER (WHERE NOT is_ack AND producer IS NOT NULL)").alias("rmin"),
-        F.expr("max(struct(producer, seq)) FILTER (WHERE NOT is_ack AND producer IS NOT NULL)").alias("rmax"),
-        F.expr("min(struct(producer, seq)) FILTER (WHERE is_ack)").alias("amin"),
-        F.expr("max(struct(producer, seq)) FILTER (WHERE is_ack)").alias("amax"),
-    )
+    read, ack = "NOT is_ack AND pid IS NOT NULL", "is_ack"
+    grouped = tagged.groupBy("tid", "partition", "offset").agg(*[F.expr(e) for e in [
+        "count_if(NOT is_ack AND NOT final) AS n_live",
+        "count_if(NOT is_ack AND final) AS n_final",
+        "count_if(NOT is_ack AND pid IS NULL) > 0 AS foreign",
+        *[f"{fn}({c}) FILTER (WHERE {cond}) AS {tag}_{c}_{fn}" for tag, cond in (("r", read), ("a", ack))
+          for c in ("pid", "seq") for fn in ("min", "max")],
+    ]])
     return grouped.selectExpr(
-        "topic", "`partition`", "`offset`", "n_live", "n_final", "foreign",
+        "tid", "`partition`", "`offset`", "n_live", "n_final", "foreign",
         """coalesce(n_live + n_final > 0 AND (
-               (foreign AND rmin IS NOT NULL) OR rmin <> rmax
-               OR (amin IS NOT NULL AND (foreign OR amin <> rmin OR amax <> rmin))), false) AS divergent""",
+               (foreign AND r_pid_min IS NOT NULL)
+               OR r_pid_min <> r_pid_max OR r_seq_min <> r_seq_max
+               OR (a_pid_min IS NOT NULL AND (foreign OR a_pid_min <> a_pid_max OR a_seq_min <> a_seq_max
+                                              OR a_pid_min <> r_pid_min OR a_seq_min <> r_seq_min))), false)
+           AS divergent""",
     )
 
 
@@ -205,10 +322,13 @@ def reordered_table(acks: "DataFrame") -> "DataFrame":
     """Acknowledged messages at a lower offset than some lower seq of their producer in their partition."""
     from pyspark.sql import Window, functions as F
 
-    earlier = (Window.partitionBy("producer", "topic", "partition").orderBy("seq")
+    earlier = (Window.partitionBy("pid", "tid", "partition").orderBy("seq")
                .rowsBetween(Window.unboundedPreceding, -1))
     return (acks.withColumn("_highest", F.max("offset").over(earlier))
             .filter("`offset` < _highest").drop("_highest"))
+
+
+# --- counts -------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -230,28 +350,52 @@ class MessageCounts:
     consumer_redelivered: int
     no_partition: int
     ungrouped_live_reads: int
-    send_partitions: set[Part]
+    send_partitions: set[tuple[int, int]]  # (tid, partition)
+
+    def __add__(self, other: "MessageCounts") -> "MessageCounts":
+        sums = {f: getattr(self, f) + getattr(other, f) for f in MessageCounts.__dataclass_fields__
+                if f != "send_partitions"}
+        return MessageCounts(**sums, send_partitions=self.send_partitions | other.send_partitions)
 
 
-def _message_tally(messages: "DataFrame") -> "DataFrame":
-    from pyspark.sql import functions as F
+FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected", "failed_but_present", "unknown",
+         "unknown_found")
 
-    return messages.agg(
-        F.expr("coalesce(sum(n_sends), 0)").alias("sent"),
-        F.expr("count_if(n_sends > 0)").alias("distinct_sent"),
-        F.expr("count_if(status = 'ok')").alias("acked"),
-        F.expr("count_if(status = 'fail')").alias("failed"),
-        F.expr("count_if(status = 'info')").alias("indeterminate"),
-        *[F.expr(f"count_if({flag})").alias(flag) for flag in (
-            "lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected", "failed_but_present",
-            "unknown", "unknown_found")],
-        F.expr("coalesce(sum(size(skipped)), 0)").alias("consumer_skipped"),
-        F.expr("coalesce(sum(size(redelivered)), 0)").alias("consumer_redelivered"),
-        F.expr("count_if(status = 'ok' AND `partition` IS NULL)").alias("no_partition"),
-        F.expr("coalesce(sum(n_live_ungrouped), 0)").alias("ungrouped_live_reads"),
-        F.expr("collect_set(struct(topic, `partition`)) FILTER (WHERE n_sends > 0 AND `partition` IS NOT NULL)")
-        .alias("send_partitions"),
+
+def _message_tally(messages: "DataFrame", skipped: str, redelivered: str, extra: list[str]) -> "DataFrame":
+    return messages.selectExpr(
+        "coalesce(sum(n_sends), 0) AS sent",
+        "count_if(n_sends > 0) AS distinct_sent",
+        f"count_if(status = {OK}) AS acked",
+        f"count_if(status = {FAIL}) AS failed",
+        f"count_if(status = {INFO}) AS indeterminate",
+        *[f"count_if({flag}) AS {flag}" for flag in FLAGS],
+        f"coalesce(sum({skipped}), 0) AS consumer_skipped",
+        f"coalesce(sum({redelivered}), 0) AS consumer_redelivered",
+        f"count_if(status = {OK} AND `partition` IS NULL) AS no_partition",
+        "coalesce(sum(n_live_ungrouped), 0) AS ungrouped_live_reads",
+        f"collect_set(tid * {PART_KEY} + `partition`) FILTER (WHERE n_sends > 0 AND `partition` IS NOT NULL) "
+        "AS send_partitions",
+        "min(`partition`) AS send_partition_min", "max(`partition`) AS send_partition_max",
+        *extra,
     )
+
+
+def fast_message_tally(fast: "DataFrame") -> "DataFrame":
+    """Counts of the unambiguous rows of ``fast_messages``, and how many are ambiguous."""
+    return _message_tally(fast.filter("NOT ambiguous"), "bit_count(skipped_mask)", "bit_count(redelivered_mask)",
+                          []).crossJoin(fast.selectExpr("count_if(ambiguous) AS ambiguous"))
+
+
+def message_tally(messages: "DataFrame") -> "DataFrame":
+    """Counts of rows in the MESSAGE_COLUMNS layout."""
+    return _message_tally(messages, "size(skipped)", "size(redelivered)", [])
+
+
+def message_counts(row: dict[str, Any]) -> MessageCounts:
+    row = dict(row)
+    row["send_partitions"] = {divmod(key, PART_KEY) for key in row["send_partitions"]}
+    return MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__})
 
 
 @dataclass
@@ -260,30 +404,33 @@ class PositionCounts:
     reads_final: int
     divergent: int
     foreign: int
-    read_partitions: set[Part]
+    read_partitions: set[tuple[int, int]]  # (tid, partition)
 
 
 def _position_tally(positions: "DataFrame") -> "DataFrame":
-    from pyspark.sql import functions as F
-
-    return positions.agg(
-        F.expr("coalesce(sum(n_live), 0)").alias("reads_live"),
-        F.expr("coalesce(sum(n_final), 0)").alias("reads_final"),
-        F.expr("count_if(divergent)").alias("divergent"),
-        F.expr("count_if(foreign)").alias("foreign"),
-        F.expr("collect_set(struct(topic, `partition`)) FILTER (WHERE n_live + n_final > 0)").alias("read_partitions"),
+    return positions.selectExpr(
+        "coalesce(sum(n_live), 0) AS reads_live",
+        "coalesce(sum(n_final), 0) AS reads_final",
+        "count_if(divergent) AS divergent",
+        "count_if(foreign) AS foreign",
+        f"collect_set(tid * {PART_KEY} + `partition`) FILTER (WHERE n_live + n_final > 0) AS read_partitions",
+        "min(`partition`) AS read_partition_min", "max(`partition`) AS read_partition_max",
     )
 
 
-def tallies(messages: "DataFrame", positions: "DataFrame",
-            reordered: "DataFrame") -> tuple[MessageCounts, PositionCounts, int]:
-    """Every count of the three tables, in one job: one aggregate row each, joined."""
+def tallies(message_tallies: "DataFrame", positions: "DataFrame",
+            reordered: "DataFrame") -> tuple[MessageCounts, int, PositionCounts, int]:
+    """Every count in one job: (message counts, ambiguous messages left out of them, position counts,
+    out-of-order acks); ``message_tallies`` is ``fast_message_tally`` or ``message_tally`` plus ``ambiguous``."""
     from pyspark.sql import functions as F
 
-    row = (_message_tally(messages).crossJoin(_position_tally(positions))
+    row = (message_tallies.crossJoin(_position_tally(positions))
            .crossJoin(reordered.agg(F.count(F.lit(1)).alias("out_of_order"))).collect()[0].asDict())
-    row["send_partitions"] = {(p["topic"], p["partition"]) for p in row["send_partitions"]}
-    row["read_partitions"] = {(p["topic"], p["partition"]) for p in row["read_partitions"]}
-    m = MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__})
+    for side in ("send", "read"):
+        low, high = row[f"{side}_partition_min"], row[f"{side}_partition_max"]
+        if (low is not None and low < 0) or (high is not None and high >= PART_KEY):
+            raise HistoryError(f"a partition number outside 0..{PART_KEY - 1} ({low}..{high}); "
+                               "check with --engine python")
+    row["read_partitions"] = {divmod(key, PART_KEY) for key in row["read_partitions"]}
     p = PositionCounts(**{f: row[f] for f in PositionCounts.__dataclass_fields__})
-    return m, p, int(row["out_of_order"])
+    return message_counts(row), int(row["ambiguous"]), p, int(row["out_of_order"])

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from checkers.history import (CUT_SHORT_NOTE, EVENTS_FILE, READS_FILE, SENDS_FILE, BadLine, HistoryError,
                               _why_not_json, parse_event, parse_json_line, parse_read, parse_send)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_analysis.encode import Names
 
 # How many flagged lines the driver judges in one round trip, and in all. Flagged lines are normally
 # none, or one cut-off last line; a history where thousands of lines are odd in ways Spark cannot
@@ -365,17 +367,30 @@ def _representable(row: dict[str, Any], label: str, number: int) -> dict[str, An
     return row
 
 
+class Source(Protocol):
+    """One history file as the judge sees it: its rows with their position key ``_key``, and its whole lines."""
+
+    records: "DataFrame | None"
+
+    def unpersist(self) -> None: ...
+
+
 @dataclass
 class SparkHistory:
-    """A run's history as DataFrames, with the reference reader's notes (missing files, dropped lines, cut short)."""
+    """A run's history as DataFrames, with the reference reader's notes (missing files, dropped lines, cut short).
 
-    sends: FileRead
-    reads: FileRead | None
-    events: FileRead | None
+    The sources are ``FileRead`` (the JSON lines read by Spark) or
+    ``columnar_reader.ParquetSource`` (their Parquet caches).
+    """
+
+    sends: Source
+    reads: Source | None
+    events: Source | None
     notes: list[str]
     cut_short: bool
     complete: dict[tuple[str, int], bool]  # per partition with a final-read event: did some read-back finish?
     committed: dict[tuple[str, int], dict[str, int]]  # per partition: group -> committed offset
+    names: "Names | None" = None  # set when the records are already encoded (encode.py): the names behind the ids
 
     def unpersist(self) -> None:
         for f in (self.sends, self.reads, self.events):

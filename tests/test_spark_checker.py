@@ -13,14 +13,20 @@ Two kinds of evidence, both on one shared local SparkSession:
 
 Some cases also run with the files split into many tiny blocks, so that the
 position keys, line numbers and "first reads in file order" are exercised
-across Spark tasks.
+across Spark tasks (and across conversion blocks).
+
+Spark reads the Parquet caches of the JSON lines by default; the reader's
+edge cases, the tiny blocks and the generated histories also run with Spark
+parsing the JSON lines itself (KCHAOS_SPARK_INPUT=json).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +37,7 @@ from hypothesis import strategies as st
 from checkers import reference
 from checkers.anomalies import COUNTS
 from checkers.history import HistoryError
-from spark_analysis import checker as spark_checker
+from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session
 from test_checker_reference import clean, committed, final_read, make_run, read, send, write_jsonl
@@ -52,11 +58,21 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def tiny_blocks(spark: Any) -> Iterator[None]:
-    """Split every file into blocks of a few lines, so that one file is read by many tasks."""
+def tiny_blocks(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Split every file into blocks of a few lines, so that one file is read by many tasks (and converted
+    in many blocks)."""
+    monkeypatch.setattr(columnar, "BLOCK_BYTES", 300)
+    monkeypatch.setattr(columnar, "MARK_BYTES", 200)
     with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "300"), \
             sql_conf(spark, "spark.sql.files.openCostInBytes", "1"):
         yield
+
+
+@pytest.fixture(params=spark_checker.INPUT_FORMATS)
+def both_formats(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Spark reads the Parquet caches, then the JSON lines themselves."""
+    monkeypatch.setenv(spark_checker.INPUT_ENV, request.param)
+    return request.param
 
 
 def agree(spark: Any, run: Path) -> dict[str, Any]:
@@ -169,7 +185,7 @@ def test_hand_made_histories_agree(spark: Any, tmp_path: Path, name: str) -> Non
 
 
 @pytest.mark.parametrize("name", ["divergent", "ten_reads", "twenty_smallest", "repeated_sends", "unexpected"])
-def test_agree_when_files_are_read_by_many_tasks(spark: Any, tiny_blocks: None, tmp_path: Path, name: str) -> None:
+def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, tiny_blocks: None, tmp_path: Path, name: str) -> None:
     agree(spark, run_dir(tmp_path, PROMISES["ordered"], **CASES[name]))
 
 
@@ -182,12 +198,12 @@ def test_results_carry_the_engine_name(spark: Any, tmp_path: Path) -> None:
 # --- the reader's edge cases ------------------------------------------------------------------------
 
 
-def test_missing_reads_and_events(spark: Any, tmp_path: Path) -> None:
+def test_missing_reads_and_events(spark: Any, both_formats: str, tmp_path: Path) -> None:
     results = agree(spark, make_run(tmp_path, sends=[send("p0", 0)]))
     assert results["cut_short"] is True
 
 
-def test_truncated_last_line_is_dropped(spark: Any, tmp_path: Path) -> None:
+def test_truncated_last_line_is_dropped(spark: Any, both_formats: str, tmp_path: Path) -> None:
     h = clean()
     h["sends"] += [send("p0", 3), '{"producer": "p0", "seq": 4, "top']
     h["reads"] += ['{"consumer": "c0", "gr']
@@ -195,13 +211,13 @@ def test_truncated_last_line_is_dropped(spark: Any, tmp_path: Path) -> None:
     assert "history/sends.jsonl: dropped an incomplete last line (line 5)" in results["notes"]
 
 
-def test_truncated_last_line_followed_by_blank_lines(spark: Any, tmp_path: Path, tiny_blocks: None) -> None:
+def test_truncated_last_line_followed_by_blank_lines(spark: Any, both_formats: str, tmp_path: Path, tiny_blocks: None) -> None:
     h = clean()
     h["events"] += ['{"kind": "final-re', "", "  \f"]
     agree(spark, make_run(tmp_path, **h))
 
 
-def test_truncated_inside_a_multibyte_character(spark: Any, tmp_path: Path) -> None:
+def test_truncated_inside_a_multibyte_character(spark: Any, both_formats: str, tmp_path: Path) -> None:
     run = make_run(tmp_path, **clean())
     with (run / "history" / "reads.jsonl").open("ab") as f:
         f.write('{"consumer": "c\u00e9'.encode()[:-1])
@@ -219,13 +235,13 @@ def test_truncated_inside_a_multibyte_character(spark: Any, tmp_path: Path) -> N
     "{'single': 'quotes'}",
     '\ufeff{"a": 1}',
 ])
-def test_malformed_line_in_the_middle_is_the_same_error(spark: Any, tmp_path: Path, file: str, line: str) -> None:
+def test_malformed_line_in_the_middle_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, file: str, line: str) -> None:
     h = clean()
     h[file].insert(1, line)
     agree(spark, make_run(tmp_path, **h))
 
 
-def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, tmp_path: Path) -> None:
+def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path) -> None:
     run = make_run(tmp_path, **clean())
     path = run / "history" / "sends.jsonl"
     lines = path.read_bytes().split(b"\n")
@@ -256,7 +272,7 @@ def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, tmp_path: Path
     ("events", {k: v for k, v in committed(3).items() if k != "offset"}),
     ("events", [1, 2]),
 ])
-def test_bad_field_is_the_same_error(spark: Any, tmp_path: Path, file: str, line: Any) -> None:
+def test_bad_field_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, file: str, line: Any) -> None:
     h = clean(2)
     h[file] = h[file][:1] + [line] + h[file][1:]
     agree(spark, make_run(tmp_path, **h))
@@ -270,20 +286,20 @@ def test_bad_field_is_the_same_error(spark: Any, tmp_path: Path, file: str, line
     {**send("p0", 7), "fault": "kill", "note": "odd } {"},
     {**send("p0", 7), "nested": {"producer": 5, "partition": "x"}},
 ])
-def test_unusual_but_valid_lines_are_accepted(spark: Any, tmp_path: Path, line: Any) -> None:
+def test_unusual_but_valid_lines_are_accepted(spark: Any, both_formats: str, tmp_path: Path, line: Any) -> None:
     h = clean()
     h["sends"].insert(1, line)
     agree(spark, make_run(tmp_path, **h))
 
 
-def test_unusual_lines_are_accepted_when_a_key_is_repeated_with_a_bad_type(spark: Any, tmp_path: Path) -> None:
+def test_unusual_lines_are_accepted_when_a_key_is_repeated_with_a_bad_type(spark: Any, both_formats: str, tmp_path: Path) -> None:
     h = clean()
     h["sends"].insert(1, '{"producer": "p0", "seq": "x", "seq": 7, "topic": "t", "partition": 0, "offset": 7, '
                          '"status": "ok"}')
     agree(spark, make_run(tmp_path, **h))
 
 
-def test_integers_beyond_64_bits_stop_the_spark_checker(spark: Any, tmp_path: Path) -> None:
+def test_integers_beyond_64_bits_stop_the_spark_checker(spark: Any, both_formats: str, tmp_path: Path) -> None:
     """Python's integers have no limit, Spark's columns do: the one line the two readers knowingly disagree on."""
     h = clean()
     h["sends"].insert(1, {**send("p0", 9), "seq": 2 ** 70})
@@ -291,6 +307,20 @@ def test_integers_beyond_64_bits_stop_the_spark_checker(spark: Any, tmp_path: Pa
     assert reference.check_run(run)["counts"]["sent"] == 4
     with pytest.raises(HistoryError, match=r"^history/sends\.jsonl line 2: field 'seq' does not fit in 64 bits"):
         spark_checker.check_run(run, spark)
+
+
+def test_the_parquet_cache_follows_the_jsonl(spark: Any, tmp_path: Path) -> None:
+    run = run_dir(tmp_path, PROMISES["idempotent"], **clean())
+    assert agree(spark, run)["counts"]["lost"] == 0
+    assert (run / "history" / "sends.parquet").is_file() and (run / "history" / "reads.parquet").is_file()
+    with (run / "history" / "sends.jsonl").open("a") as f:  # one more ack, then the harness dies mid-line
+        f.write(json.dumps(send("p0", 3)) + "\n" + '{"producer": "p0", "se')
+    second = agree(spark, run)
+    assert second["counts"]["lost"] == 1
+    assert "history/sends.jsonl: dropped an incomplete last line (line 5)" in second["notes"]
+    written = (run / "history" / "sends.parquet").stat().st_mtime_ns
+    assert agree(spark, run) == second  # from the cache as it is: the note too
+    assert (run / "history" / "sends.parquet").stat().st_mtime_ns == written
 
 
 def test_missing_history(spark: Any, tmp_path: Path) -> None:
@@ -301,7 +331,7 @@ def test_missing_history(spark: Any, tmp_path: Path) -> None:
         spark_checker.check_run(tmp_path, spark)
 
 
-def test_empty_files(spark: Any, tmp_path: Path) -> None:
+def test_empty_files(spark: Any, both_formats: str, tmp_path: Path) -> None:
     agree(spark, make_run(tmp_path, sends=[], reads=[], events=[]))
 
 
@@ -396,7 +426,7 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
         whole = json.dumps(draw(st.sampled_from([send("p9", 0), read("p9", 0, 0), final_read()])))
         files[cut] = list(files[cut]) + [whole[:draw(st.integers(1, len(whole) - 1))]]
     return {**files, "scenario": PROMISES[draw(st.sampled_from(sorted(PROMISES)))],
-            "tiny_blocks": draw(st.integers(0, 3)) == 0}
+            "tiny_blocks": draw(st.integers(0, 3)) == 0, "format": draw(st.sampled_from(spark_checker.INPUT_FORMATS))}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -411,12 +441,30 @@ def test_generated_histories_agree(spark: Any, history: dict[str, Any]) -> None:
                 write_jsonl(run / "history" / f"{name}.jsonl", history[name])
         if history["scenario"] is not None:
             (run / "scenario.yaml").write_text(history["scenario"])
-        if history["tiny_blocks"]:
-            with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "500"), \
-                    sql_conf(spark, "spark.sql.files.openCostInBytes", "1"):
+        with input_format(history["format"], tiny=history["tiny_blocks"]):
+            if history["tiny_blocks"]:
+                with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "500"), \
+                        sql_conf(spark, "spark.sql.files.openCostInBytes", "1"):
+                    agree(spark, run)
+            else:
                 agree(spark, run)
+
+
+@contextmanager
+def input_format(name: str, tiny: bool) -> Iterator[None]:
+    """KCHAOS_SPARK_INPUT=name, and tiny conversion blocks if asked (hypothesis shares one fixture set-up)."""
+    saved = os.environ.get(spark_checker.INPUT_ENV), columnar.BLOCK_BYTES, columnar.MARK_BYTES
+    os.environ[spark_checker.INPUT_ENV] = name
+    if tiny:
+        columnar.BLOCK_BYTES, columnar.MARK_BYTES = 400, 300
+    try:
+        yield
+    finally:
+        if saved[0] is None:
+            os.environ.pop(spark_checker.INPUT_ENV, None)
         else:
-            agree(spark, run)
+            os.environ[spark_checker.INPUT_ENV] = saved[0]
+        columnar.BLOCK_BYTES, columnar.MARK_BYTES = saved[1], saved[2]
 
 
 def everything_at_once() -> dict[str, list[Any]]:
@@ -440,7 +488,7 @@ def everything_at_once() -> dict[str, list[Any]]:
     return {"sends": sends, "reads": reads, "events": events}
 
 
-def test_every_anomaly_at_once(spark: Any, tmp_path: Path) -> None:
+def test_every_anomaly_at_once(spark: Any, both_formats: str, tmp_path: Path) -> None:
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **everything_at_once()))
     c = results["counts"]
     assert all(c[name] for name in COUNTS), {name: c[name] for name in COUNTS if not c[name]}

@@ -1,0 +1,124 @@
+"""history/sends.parquet and reads.parquet: the JSON lines converted once for Spark, rebuilt when they change.
+
+The JSONL files are the contract (DESIGN.md); a Parquet file beside one is
+only a cache of it. Its footer records the size and modification time (ns) of
+the JSONL it was made from, so it is used only while the JSONL still has
+both and is not newer than the cache; otherwise it is rebuilt. The footer
+also keeps what the conversion learnt that Spark cannot see in the rows: the
+reader's notes (a dropped cut-off last line is reported on every check, not
+only the first) and where lines start in the JSONL, for the examples.
+
+A cache that cannot be written (a read-only run directory) is not an error:
+``cached`` returns None and the checker reads the JSON lines instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow.parquet as pq
+
+from checkers.history import parse_json_line
+from spark_analysis.columnar import Converted, Layout, convert
+
+FORMAT = "2"  # bump when the layout or the conversion rules change: older caches are rebuilt
+KEY = "kchaos."
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ParquetFile:
+    """A fresh cache of one history file: where it is, and what its conversion recorded."""
+
+    path: Path
+    source: Path
+    label: str
+    notes: list[str]  # the reader's notes for this file (a dropped incomplete last line)
+    marks: list[tuple[int, int]]  # (line number, byte offset of that line in the source), ascending
+    names: dict[str, list[str]]  # "producers", "topics", "groups" -> the names behind this file's ids
+
+    def lines(self, numbers: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The whole source lines with these numbers, parsed as the reference parses them."""
+        return lines_at_marks(self.source, self.marks, numbers)
+
+
+def lines_at_marks(path: Path, marks: list[tuple[int, int]], numbers: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Read only near each wanted line: seek to the last mark before it, then count lines."""
+    starts = [line for line, _ in marks]
+    found: dict[int, dict[str, Any]] = {}
+    with path.open("rb") as f:
+        current = 0  # number of the line the next readline returns (0: unknown)
+        for number in sorted(set(numbers)):
+            line, offset = marks[bisect.bisect_right(starts, number) - 1]
+            if not line <= current <= number:
+                f.seek(offset)
+                current = line
+            while current < number:
+                f.readline()
+                current += 1
+            found[number] = parse_json_line(f.readline())
+            current += 1
+    return found
+
+
+def parquet_path(source: Path, layout: Layout) -> Path:
+    return source.with_name(layout.parquet_name)
+
+
+def footer(path: Path) -> dict[str, str] | None:
+    """The kchaos entries of a Parquet file's footer, or None when there is no readable file."""
+    try:
+        raw = pq.read_metadata(path).metadata or {}
+    except (OSError, ValueError):  # missing, or not a whole Parquet file
+        return None
+    return {k.decode()[len(KEY):]: v.decode() for k, v in raw.items() if k.startswith(KEY.encode())}
+
+
+def is_fresh(source: Path, target: Path, meta: dict[str, str] | None) -> bool:
+    """Made by this format from the source as it is now: same size and mtime, and not older than it."""
+    if meta is None or meta.get("format") != FORMAT:
+        return False
+    st = source.stat()
+    try:
+        cache_mtime = target.stat().st_mtime_ns
+    except OSError:
+        return False
+    return (meta.get("source_size") == str(st.st_size) and meta.get("source_mtime_ns") == str(st.st_mtime_ns)
+            and cache_mtime >= st.st_mtime_ns)
+
+
+def cached(source: Path, layout: Layout, label: str) -> ParquetFile | None:
+    """The fresh cache of ``source``, converting it first when needed; None when it cannot be written.
+
+    A line the reference rejects raises HistoryError (and leaves no cache).
+    """
+    target = parquet_path(source, layout)
+    meta = footer(target)
+    if not is_fresh(source, target, meta):
+        st = source.stat()  # before reading: a file that changes meanwhile is converted again next time
+
+        def stamp(converted: Converted) -> dict[str, str]:
+            entries = {"format": FORMAT, "source_size": str(st.st_size), "source_mtime_ns": str(st.st_mtime_ns),
+                       "lines": str(converted.lines), "notes": json.dumps(converted.notes),
+                       "names": json.dumps(converted.names),
+                       "blocks": json.dumps({"arrow": converted.arrow_blocks, "rules": converted.rule_blocks}),
+                       "marks": json.dumps([x for mark in converted.marks for x in mark])}
+            return {KEY + k: v for k, v in entries.items()}
+
+        try:
+            converted = convert(source, layout, label, target, stamp)
+        except OSError as e:  # read-only or full: the history itself is fine
+            log.warning("cannot write the Parquet cache %s (%s): Spark reads the JSON lines", target, e)
+            return None
+        meta = {k[len(KEY):]: v for k, v in stamp(converted).items()}
+    assert meta is not None
+    flat = json.loads(meta["marks"])
+    return ParquetFile(path=target, source=source, label=label, notes=json.loads(meta["notes"]),
+                       marks=list(zip(flat[::2], flat[1::2])), names=json.loads(meta["names"]))
+

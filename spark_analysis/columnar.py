@@ -1,0 +1,388 @@
+"""Convert a history file's JSON lines to Parquet with Arrow's C++ JSON reader, by the reference reader's rules.
+
+Why: parsing JSON is most of a Spark check (about 25 CPU-s per million lines
+on this kind of machine); Arrow parses the same lines twenty times faster,
+and Spark then reads typed columns. The JSON lines stay the contract
+(DESIGN.md); the Parquet files are a cache (see ``cache``).
+
+Every line must get the reference reader's verdict (checkers/history.py). The
+file is converted in blocks of whole lines, several at once; a block takes
+the fast path, Arrow alone, only when its result is provably what the
+reference would read:
+
+- the block is valid UTF-8 (Arrow does not look inside the fields it skips);
+- every line is one JSON object: each line starts with ``{`` and ends with
+  ``}``, and Arrow found as many objects as there are lines. A line holding
+  two objects would need another holding none, which is blank (it does not
+  start with ``{``) or continues a multi-line object (after a line ending in
+  a structural ``}``, the next character of a value is ``,``, ``}`` or ``]``);
+- Arrow's typed columns already reject what the reference rejects: a string
+  where an integer belongs, a fraction, an integer beyond 64 bits, a key
+  given twice. What Arrow cannot tell, a missing field from a null one, is
+  checked: required fields must not be null, and the few lines where a field
+  that may be null but must be present is null are parsed again with the
+  reference's parser.
+
+Any other block (a cut-off or bad line, blank lines, ``\\r\\n`` endings, a
+repeated key, ...) is read line by line with the reference's own
+``LineRules``, so errors, notes and odd-but-valid lines come out exactly as
+the reference reads them; so is the last line when the file does not end
+with a newline.
+
+Each row keeps its line number (``line``): it orders lines as the file does
+(the last send line wins, an example shows the first ten reads) and finds the
+whole line again for an example, through ``marks``: (line, byte offset) every
+``MARK_BYTES`` of the file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from checkers.history import READS_FILE, SENDS_FILE, BadLine, HistoryError, LineRules, parse_json_line, parse_read, \
+    parse_send
+
+BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
+MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file
+ARROW_BLOCK_BYTES = 2 ** 20
+LONG = pa.int64()
+
+
+DICTIONARIES = ("producers", "topics", "groups")  # names stored as ids, each file with its own list
+STATUS_CODES = ("ok", "fail", "info")  # status is stored as its index here
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one history file becomes Parquet: what Arrow reads, what the reference requires, what is stored."""
+
+    name: str  # sends.jsonl
+    parquet_name: str  # sends.parquet
+    json_schema: pa.Schema  # the fields Arrow reads from each line
+    stored: dict[str, tuple[str, str]]  # Parquet column -> (how: copy | a dictionary | status | final, JSON field)
+    required: tuple[str, ...]  # JSON fields that may not be null (nor missing)
+    choices: dict[str, tuple[str, ...]]  # JSON field -> its only allowed values
+    present_if_null: str  # a JSON field that may be null but must be there: lines where it is null are re-read
+    paired: tuple[str, str] | None  # two JSON fields that are null together or not at all
+    parse: Callable[[dict[str, Any], int], Any]  # the reference's parser for one line
+    values: Callable[[Any], tuple[Any, ...]]  # a reference record -> its JSON fields, in json_schema order
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Parquet schema: the line number, then the stored columns (names as int32 ids)."""
+        types = {f.name: f.type for f in self.json_schema}
+        kinds = {"status": pa.int8(), "final": pa.bool_(), **{d: pa.int32() for d in DICTIONARIES}}
+        return pa.schema([("line", LONG)] + [(col, kinds.get(how, types[field]))
+                                             for col, (how, field) in self.stored.items()])
+
+
+SENDS = Layout(
+    name=SENDS_FILE,
+    parquet_name="sends.parquet",
+    json_schema=pa.schema([("producer", pa.string()), ("seq", LONG), ("topic", pa.string()),
+                           ("partition", LONG), ("offset", LONG), ("status", pa.string())]),
+    stored={"pid": ("producers", "producer"), "seq": ("copy", "seq"), "tid": ("topics", "topic"),
+            "partition": ("copy", "partition"), "offset": ("copy", "offset"), "status": ("status", "status")},
+    required=("producer", "seq", "topic", "status"),
+    choices={"status": STATUS_CODES},
+    present_if_null="partition",
+    paired=None,
+    parse=parse_send,
+    values=lambda s: (s.producer, s.seq, s.topic, s.partition, s.offset, s.status),
+)
+
+READS = Layout(
+    name=READS_FILE,
+    parquet_name="reads.parquet",
+    json_schema=pa.schema([("consumer", pa.string()), ("group", pa.string()), ("phase", pa.string()),
+                           ("topic", pa.string()), ("partition", LONG), ("offset", LONG), ("producer", pa.string()),
+                           ("seq", LONG)]),
+    stored={"gid": ("groups", "group"), "final": ("final", "phase"), "tid": ("topics", "topic"),
+            "partition": ("copy", "partition"), "offset": ("copy", "offset"), "pid": ("producers", "producer"),
+            "seq": ("copy", "seq")},
+    required=("consumer", "phase", "topic", "partition", "offset"),
+    choices={"phase": ("live", "final")},
+    present_if_null="producer",
+    paired=("producer", "seq"),
+    parse=parse_read,
+    values=lambda r: (r.consumer, r.group, r.phase, r.topic, r.partition, r.offset, r.producer, r.seq),
+)
+
+
+class Dictionaries:
+    """A file's names as ids, in the order first seen; Spark maps them to the history's ids (see columnar_reader)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, dict[str, int]] = {d: {} for d in DICTIONARIES}
+
+    def encode(self, kind: str, column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+        """int32 ids for a string column (null stays null)."""
+        ids = self.ids[kind]
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        out = []
+        for chunk in chunks:
+            encoded = pc.dictionary_encode(chunk)
+            mapping = pa.array([ids.setdefault(name, len(ids)) for name in encoded.dictionary.to_pylist()],
+                               pa.int32())
+            out.append(pc.take(mapping, encoded.indices))
+        return pa.chunked_array(out, pa.int32())
+
+    def names(self) -> dict[str, list[str]]:
+        return {kind: list(ids) for kind, ids in self.ids.items()}
+
+
+def stored_table(raw: pa.Table, layout: Layout, lines: pa.Array, dictionaries: Dictionaries) -> pa.Table:
+    """The Parquet rows of a table of JSON fields (validated): names to ids, status to its code, phase to final."""
+    columns: list[Any] = [lines]
+    for how, field in layout.stored.values():
+        column = raw.column(field)
+        if how == "copy":
+            columns.append(column)
+        elif how == "status":
+            columns.append(pc.cast(pc.index_in(column, value_set=pa.array(STATUS_CODES)), pa.int8()))
+        elif how == "final":
+            columns.append(pc.equal(column, "final"))
+        else:
+            columns.append(dictionaries.encode(how, column))
+    return pa.table(columns, schema=layout.schema)
+
+
+@dataclass
+class Converted:
+    """What a conversion learnt besides the rows: the reader's notes, the line count and where lines start."""
+
+    notes: list[str]
+    lines: int
+    marks: list[tuple[int, int]]  # (line number, byte offset of its start), ascending
+    names: dict[str, list[str]]  # dictionary -> names, by id
+    arrow_blocks: int = 0  # blocks read by Arrow alone
+    rule_blocks: int = 0  # blocks read line by line by the reference's rules
+
+
+# --- one block ------------------------------------------------------------------------------------
+
+
+@dataclass
+class FastBlock:
+    """A block Arrow read on its own; ``recheck`` are rows whose nullable-but-required field is null."""
+
+    table: pa.Table  # the JSON fields, as Arrow read them
+    lines: int
+    marks: list[tuple[int, int]]  # (lines before, byte offset) within the block
+    recheck: list[int]
+
+
+def line_marks(block: bytes) -> tuple[int, list[tuple[int, int]]]:
+    """(lines in the block, [(lines before, offset of a line start)] about every MARK_BYTES); one pass."""
+    marks = []
+    lines = pos = 0
+    end = len(block)
+    while True:
+        newline = block.find(b"\n", pos + MARK_BYTES)
+        if newline < 0 or newline + 1 >= end:
+            break
+        lines += block.count(b"\n", pos, newline + 1)
+        pos = newline + 1
+        marks.append((lines, pos))
+    lines += block.count(b"\n", pos)
+    if end and block[-1] != 0x0A:
+        lines += 1  # the file's last line, without a newline
+    return lines, marks
+
+
+def _valid_utf8(buffer: pa.Buffer) -> bool:
+    offsets = pa.array([0, buffer.size], pa.int64()).buffers()[1]
+    try:
+        pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, buffer]).validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
+    """Arrow's reading of a block of whole lines, or None when only the reference's rules can settle it."""
+    if not block.startswith(b"{") or not block.endswith(b"}\n"):
+        return None
+    lines, marks = line_marks(block)
+    if block.count(b"}\n{") != lines - 1:  # some line does not start with "{" or end with "}"
+        return None
+    buffer = pa.py_buffer(block)
+    if not _valid_utf8(buffer):
+        return None
+    try:
+        table = pj.read_json(pa.BufferReader(buffer),
+                             read_options=pj.ReadOptions(use_threads=False, block_size=ARROW_BLOCK_BYTES),
+                             parse_options=pj.ParseOptions(explicit_schema=layout.json_schema,
+                                                           unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != lines:
+        return None
+    for field in layout.required:
+        if table.column(field).null_count:
+            return None
+    for field, allowed in layout.choices.items():
+        if not pc.all(pc.is_in(table.column(field), pa.array(allowed))).as_py():
+            return None
+    if layout.paired is not None:
+        a, b = (table.column(f) for f in layout.paired)
+        if a.null_count != b.null_count or (a.null_count and not pc.all(
+                pc.equal(pc.is_null(a), pc.is_null(b))).as_py()):
+            return None
+    nullable = table.column(layout.present_if_null)
+    recheck = pc.indices_nonzero(pc.is_null(nullable)).to_pylist() if nullable.null_count else []
+    return FastBlock(table, lines, marks, recheck)
+
+
+def records_table(records: list[Any], layout: Layout, label: str) -> tuple[pa.Table, pa.Array]:
+    """(JSON fields, line numbers) of lines read by the reference's rules; values Parquet cannot hold stop the check."""
+    rows = [layout.values(r) for r in records]
+    columns = []
+    for i, field in enumerate(layout.json_schema):
+        values = [row[i] for row in rows]
+        try:
+            columns.append(pa.array(values, field.type))
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+            line, why = next((r.line, why) for r, v in zip(records, values) if (why := _unstorable(v)))
+            raise HistoryError(f"{label} line {line}: field '{field.name}' {why}; check with --engine python") from None
+    return pa.table(columns, schema=layout.json_schema), pa.array([r.line for r in records], LONG)
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why Parquet cannot hold a value the reference accepts (Python's integers and strings have no such limits)."""
+    if type(value) is int and not -(2 ** 63) <= value < 2 ** 63:
+        return "does not fit in 64 bits"
+    if type(value) is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid Unicode (a lone surrogate)"
+    return None
+
+
+# --- one file -------------------------------------------------------------------------------------
+
+
+def blocks(path: Path, size: int) -> Iterator[bytes]:
+    """The file in blocks of whole lines (each ends with a newline), then whatever follows the last newline."""
+    rest = b""
+    with path.open("rb") as f:
+        while True:
+            data = f.read(size)
+            if not data:
+                break
+            data = rest + data if rest else data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            yield data[:cut]
+    if rest:
+        yield rest
+
+
+class Converter:
+    """Writes one file's rows to a Parquet writer in file order, choosing per block Arrow or the reference's rules."""
+
+    def __init__(self, layout: Layout, label: str, writer: pq.ParquetWriter) -> None:
+        self.layout = layout
+        self.label = label
+        self.writer = writer
+        self.rules = LineRules(label, layout.parse)
+        self.lines = 0  # lines before the next block
+        self.offset = 0  # bytes before the next block
+        self.marks: list[tuple[int, int]] = [(1, 0)]
+        self._numbers = pa.array([], LONG)
+        self.dictionaries = Dictionaries()
+        self.arrow_blocks = self.rule_blocks = 0
+
+    def add(self, block: bytes, fast: FastBlock | None) -> None:
+        if fast is not None and self.rules.unparsed is None and self._rechecked(block, fast):
+            raw, numbers = fast.table, self._line_numbers(fast.lines)
+            lines, marks = fast.lines, fast.marks
+            self.arrow_blocks += 1
+        else:
+            lines, marks = line_marks(block)
+            records = self.rules.feed(((self.lines + i, raw) for i, raw in enumerate(io.BytesIO(block), 1)), [])
+            raw, numbers = records_table(records, self.layout, self.label)
+            self.rule_blocks += 1
+        if raw.num_rows:
+            self.writer.write_table(stored_table(raw, self.layout, numbers, self.dictionaries))
+        self.marks += [(self.lines + before + 1, self.offset + at) for before, at in marks]
+        self.lines += lines
+        self.offset += len(block)
+
+    def _rechecked(self, block: bytes, fast: FastBlock) -> bool:
+        """The lines where a may-be-null field is null: does the reference find the field there?"""
+        if not fast.recheck:
+            return True
+        lines = block.split(b"\n")
+        for row in fast.recheck:
+            try:
+                self.layout.parse(parse_json_line(lines[row] + b"\n"), self.lines + row + 1)
+            except (BadLine, ValueError):
+                return False  # the block is read again by the rules, which report the first bad line
+        return True
+
+    def _line_numbers(self, count: int) -> pa.Array:
+        """self.lines + 1 ... self.lines + count, from one growing sequence (no Python loop per row)."""
+        if len(self._numbers) < count:
+            self._numbers = pc.cumulative_sum(pa.repeat(pa.scalar(1, LONG), max(count, 2 * len(self._numbers))))
+        return pc.add(self._numbers.slice(0, count), self.lines)
+
+    def finish(self, notes: list[str]) -> Converted:
+        self.rules.finish(notes)
+        return Converted(notes=notes, lines=self.lines, marks=self.marks, names=self.dictionaries.names(),
+                         arrow_blocks=self.arrow_blocks, rule_blocks=self.rule_blocks)
+
+
+def convert(source: Path, layout: Layout, label: str, target: Path, metadata: Callable[[Converted], dict[str, str]],
+            workers: int | None = None) -> Converted:
+    """Write ``target`` (atomically) from ``source``; HistoryError at the first line the reference rejects.
+
+    Blocks are read by ``workers`` threads at once (Arrow lets go of the GIL),
+    and written in file order; at most a few blocks are in memory.
+    """
+    workers = workers or max(1, os.cpu_count() or 1)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    writer = pq.ParquetWriter(tmp, layout.schema, compression="snappy", use_dictionary=_dictionary_columns(layout),
+                              column_encoding={"line": "DELTA_BINARY_PACKED"})
+    try:
+        converter = Converter(layout, label, writer)
+        pending: deque[tuple[bytes, Future[FastBlock | None] | None]] = deque()
+        with ThreadPoolExecutor(workers, thread_name_prefix="kchaos-convert") as pool:
+            for block in blocks(source, BLOCK_BYTES):
+                whole = block.endswith(b"\n")
+                pending.append((block, pool.submit(fast_block, block, layout) if whole else None))
+                while len(pending) > workers:
+                    done, future = pending.popleft()
+                    converter.add(done, future.result() if future is not None else None)
+            while pending:
+                done, future = pending.popleft()
+                converter.add(done, future.result() if future is not None else None)
+        converted = converter.finish([])
+        writer.add_key_value_metadata(metadata(converted))
+        writer.close()
+        os.replace(tmp, target)
+        return converted
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _dictionary_columns(layout: Layout) -> list[str]:
+    """Columns with few distinct values (ids, codes), where Parquet's dictionary encoding pays."""
+    return [col for col, (how, _) in layout.stored.items() if how not in ("copy", "final")]

@@ -1,0 +1,135 @@
+"""A run's history for Spark from the Parquet caches of sends.jsonl and reads.jsonl (see ``cache``).
+
+The same ``SparkHistory`` as ``reader.read_history`` gives from the JSON lines,
+with the same notes in the same order, but no Spark job: the caches are
+converted (when stale) before Spark reads anything, every line having had
+the reference reader's verdict, so Spark reads typed columns and nothing is
+left to check. The records come out already encoded (encode.py): each file
+stores names as its own ids, listed in its footer, which a literal array
+maps to the history's ids (all names in name order), so no job has to look
+for the names and no join puts ids in. Events are few (faults, leader
+observations, commits, final-read marks): the driver reads them with the
+reference reader itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from checkers.history import CUT_SHORT_NOTE, EVENTS_FILE, SENDS_FILE, HistoryError, parse_event, read_jsonl
+from checkers.reference import committed_offsets, final_read_completeness
+
+from spark_analysis.cache import ParquetFile, cached
+from spark_analysis.columnar import DICTIONARIES, READS, SENDS, Layout
+from spark_analysis.encode import Names, sorted_names
+from spark_analysis.reader import SparkHistory
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+@dataclass
+class ParquetSource:
+    """One history file as Spark reads it from its cache: rows keyed by line number (``_key``)."""
+
+    file: ParquetFile
+    records: "DataFrame"
+
+    def lines(self, keys: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Whole source lines by ``_key`` (here the line number), for examples."""
+        return self.file.lines(keys)
+
+    def unpersist(self) -> None:
+        """Nothing is cached: Parquet is read again by each job, faster than a cache is filled."""
+
+
+def convert_history(history_dir: Path) -> dict[str, ParquetFile | None] | None:
+    """Fresh caches of sends.jsonl and reads.jsonl (None for a missing file), converting what is stale.
+
+    None when a cache cannot be written: the caller reads the JSON lines.
+    HistoryError at the first line the reference reader rejects.
+    """
+    if not history_dir.is_dir():
+        raise HistoryError(f"{history_dir}: no history directory")
+    label = history_dir.name
+    if not (history_dir / SENDS_FILE).is_file():
+        raise HistoryError(f"{label}/{SENDS_FILE}: missing")
+    files: dict[str, ParquetFile | None] = {}
+    for layout in (SENDS, READS):
+        source = history_dir / layout.name
+        if not source.is_file():
+            files[layout.name] = None
+            continue
+        file = cached(source, layout, f"{label}/{layout.name}")
+        if file is None:
+            return None
+        files[layout.name] = file
+    return files
+
+
+def read_history(spark: "SparkSession", history_dir: Path,
+                 files: dict[str, ParquetFile | None] | None = None) -> SparkHistory | None:
+    """The history from its caches (``files`` from ``convert_history``, or converted here); None: no cache."""
+    if files is None:
+        files = convert_history(history_dir)
+        if files is None:
+            return None
+    label = history_dir.name
+    notes: list[str] = []
+    for layout in (SENDS, READS):
+        file = files[layout.name]
+        if file is None:  # only reads.jsonl may be missing
+            notes.append(f"{label}/{layout.name} is missing: no reads recorded")
+        else:
+            notes += file.notes
+    events_path = history_dir / EVENTS_FILE
+    if events_path.is_file():
+        events = read_jsonl(events_path, f"{label}/{EVENTS_FILE}", parse_event, notes)
+    else:
+        events = []
+        notes.append(f"{label}/{EVENTS_FILE} is missing: no events recorded")
+    any_final = any(e["kind"] == "final-read" for e in events)
+    if not any_final:
+        notes.append(CUT_SHORT_NOTE)
+    committed = dict(committed_offsets(events))
+    present = [f for f in files.values() if f is not None]
+    names = Names(*(sorted_names({n for f in present for n in f.names[kind]}) for kind in DICTIONARIES[:2]),
+                  sorted_names({n for f in present for n in f.names["groups"]}
+                               | {g for groups in committed.values() for g in groups}))
+    sources = {name: None if file is None else ParquetSource(file, _records(spark, file, layout, names))
+               for layout in (SENDS, READS) for name, file in [(layout.name, files[layout.name])]}
+    sends = sources[SENDS.name]
+    assert sends is not None
+    return SparkHistory(sends=sends, reads=sources[READS.name], events=None, notes=notes, cut_short=not any_final,
+                        complete=final_read_completeness(events), committed=committed, names=names)
+
+
+def _records(spark: "SparkSession", file: ParquetFile, layout: Layout, names: Names) -> "DataFrame":
+    """The file's rows with the history's ids: ``_key`` (the line number), then encode.py's columns."""
+    from pyspark.sql import functions as F
+
+    ddl = ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in layout.schema)
+    columns = [F.col("line").alias("_key")]
+    for column, (how, _) in layout.stored.items():
+        if how in DICTIONARIES:
+            columns.append(_to_history_ids(column, file.names[how], getattr(names, how)).alias(column))
+        else:
+            columns.append(F.col(column))
+    return spark.read.schema(ddl).parquet(str(file.path)).select(*columns)
+
+
+def _to_history_ids(column: str, local: list[str], history: list[str]) -> "Column":
+    """A file's ids of ``local`` names as ids of ``history`` (an O(1) literal-array lookup; null stays null)."""
+    from pyspark.sql import functions as F
+
+    ids = {name: i for i, name in enumerate(history)}
+    mapping = [ids[name] for name in local]
+    if mapping == list(range(len(mapping))):
+        return F.col(column)
+    # get(), not element_at() or [ ]: Spark 4.3 folds those over a literal array to a value for a null index
+    return F.get(F.array(*[F.lit(i) for i in mapping]), F.col(column))
+
+
+_SPARK_TYPES = {"int64": "bigint", "int32": "int", "int8": "tinyint", "bool": "boolean"}
