@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import docker
 import docker.errors
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from tenacity import retry, stop_after_delay, wait_fixed
 
@@ -47,6 +47,7 @@ from testcontainers.core.network import Network  # noqa: E402
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 120
+UNKNOWN_TOPIC_GRACE_S = 10   # how long a broker may lag behind the controllers on a new topic
 
 
 @dataclass(frozen=True)
@@ -265,11 +266,26 @@ class Cluster:
         """
         if not self.kraft:
             return self._partitions_from_zookeeper(topic)
-        futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
-        desc = admin_result(futures[topic], timeout, f"describe topic {topic!r}")
+        desc = self._describe_topic(topic, timeout)
         return [PartitionState(topic, p.id, p.leader.id if p.leader is not None and p.leader.id >= 0 else None,
                                tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
                 for p in sorted(desc.partitions, key=lambda p: p.id)]
+
+    def _describe_topic(self, topic: str, timeout: float) -> Any:
+        """The topic as a broker sees it. Brokers learn a new topic from the controllers' log one
+        after another, so a broker that says "unknown topic" is asked again for a few seconds."""
+        deadline = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
+        while True:
+            futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
+            try:
+                return futures[topic].result(timeout=timeout)
+            except KafkaException as e:
+                error = e.args[0]
+                if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                    raise ClusterError(f"cannot describe topic {topic!r}: {error.str()}") from None
+            except TimeoutError:
+                raise ClusterError(f"cannot describe topic {topic!r}: no answer within {timeout:.0f}s") from None
+            time.sleep(0.5)
 
     def _zookeeper(self) -> ZooKeeperMetadata:
         if self._zk is None:
