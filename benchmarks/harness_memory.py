@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from producer_vs_kafka import (BENCH_OUT, CpuMeter, Profiler, abort_profilers, container_ids,  # noqa: E402
                                count_acked, cpu_text, load, new_history, producer_clients, quiet_logging,
-                               say, start_cluster, status_rss_kb)
+                               run_main, say, start_cluster, status_rss_kb)
 
 from clusters.image import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
-from harness.errors import Terminated, install_termination_handlers  # noqa: E402
+from harness.errors import install_termination_handlers  # noqa: E402
 from workloads.consumer import ConsumerClient  # noqa: E402
 from workloads.history import History  # noqa: E402
 from workloads.workload import Workload  # noqa: E402
@@ -229,9 +229,4 @@ def report(samples: list[Sample], sends: int, elapsed: float, cpu: dict[str, flo
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (KeyboardInterrupt, Terminated) as e:
-        print(f"{Path(__file__).name}: interrupted ({type(e).__name__} {e}); the cluster was torn down",
-              file=sys.stderr)
-        sys.exit(130)
+    run_main(main, __file__)

@@ -51,7 +51,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -643,10 +643,15 @@ def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch
             f"(ratio {r_live:.2f})  read-back {back['rate']:>10,.0f}/s (ratio {r_back:.2f})"]
 
 
-if __name__ == "__main__":
+def run_main(main: Callable[[], int], script: str) -> None:
+    """Exit with ``main()``'s code; Ctrl-C or SIGTERM (after main's own teardown) exits 130 in one line."""
     try:
         sys.exit(main())
     except (KeyboardInterrupt, Terminated) as e:
-        print(f"{Path(__file__).name}: interrupted ({type(e).__name__} {e}); the cluster was torn down",
+        print(f"{Path(script).name}: interrupted ({type(e).__name__} {e}); the cluster was torn down",
               file=sys.stderr)
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    run_main(main, __file__)
