@@ -65,7 +65,8 @@ def test_protocol_lines_round_trip() -> None:
                       BatchDone(), End()]
 
 
-@pytest.mark.parametrize("line", [b"Z 1", b"I 1 2", b"S ok x 1 2 3 -", b"H", b"ED"])
+@pytest.mark.parametrize("line", [b"Z 1", b"I 1 2", b"S ok x 1 2 3 -", b"S maybe 1 1 2 3 -", b"S ok 1 1 2 -3 -",
+                                  b"S ok 1 1 2", b"R 1 2 p0 x 5", b"R 1 2 p0 3", b"H", b"ED"])
 def test_a_line_no_process_writes_is_refused(line: bytes) -> None:
     with pytest.raises(protocol.ProtocolError):
         protocol.parse(line)
@@ -95,13 +96,21 @@ def test_pending_seqs_are_invoked_completed_withdrawn_and_drained() -> None:
 
 
 class ListWriter:
-    """Stands in for a HistoryWriter."""
+    """Stands in for a HistoryWriter; every line must be JSON."""
 
     def __init__(self) -> None:
         self.records: list[dict] = []
 
     def write_many(self, records: list[dict]) -> None:
         self.records.extend(records)
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        self.records.extend(json.loads(line) for line in lines)
+
+
+def wire(*lines: str) -> list[bytes]:
+    """Protocol lines as the harness reads them from a process."""
+    return [line.encode() for line in lines]
 
 
 def producer_client(sends: ListWriter) -> ProducerClient:
@@ -111,9 +120,9 @@ def producer_client(sends: ListWriter) -> ProducerClient:
 def test_completions_become_sends_and_a_dead_process_leaves_info_never_fail() -> None:
     sends = ListWriter()
     p = producer_client(sends)
-    p.on_messages("p0", [Invoked(0, 4, 10), Completed("ok", 0, 1, 50, 20, None),
-                         Completed("fail", 1, None, None, 21, "MSG_SIZE_TOO_LARGE")])
-    p.on_messages("p0", [Completed("ok", 2, 0, 7, 22, None)])
+    p.on_lines("p0", wire(protocol.invoked(0, 4, 10), protocol.completed("ok", 0, 1, 50, 20, None),
+                          protocol.completed("fail", 1, None, None, 21, "MSG_SIZE_TOO_LARGE")))
+    p.on_lines("p0", wire(protocol.completed("ok", 2, 0, 7, 22, None)))
     p.on_exit("p0", clean=False, how="killed")
     by_seq = {r["seq"]: r for r in sends.records}
     assert [(s, by_seq[s]["status"]) for s in sorted(by_seq)] == [(0, "ok"), (1, "fail"), (2, "ok"), (3, "info")]
@@ -124,10 +133,29 @@ def test_completions_become_sends_and_a_dead_process_leaves_info_never_fail() ->
     assert (p.counts.ok, p.counts.fail, p.counts.info) == (2, 1, 1)
 
 
+def test_hand_formatted_sends_are_the_json_of_the_record() -> None:
+    sends = ListWriter()
+    p = ProducerClient("p0", "nowhere:9092", 't"\u00e9\\', {}, sends, RunClock())  # type: ignore[arg-type]
+    p.on_lines("p0.3", wire(protocol.invoked(7, 2, 5), protocol.completed("info", 7, 2, None, 9, 'a "quoted" \u00e9'),
+                            protocol.completed("ok", 8, 0, 12345678901, 10, None)))
+    assert sends.records == [
+        {"producer": "p0.3", "seq": 7, "topic": 't"\u00e9\\', "key": "7", "partition": 2, "offset": None,
+         "status": "info", "error": 'a "quoted" \u00e9', "invoke_ns": 5, "complete_ns": 9},
+        {"producer": "p0.3", "seq": 8, "topic": 't"\u00e9\\', "key": "8", "partition": 0, "offset": 12345678901,
+         "status": "ok", "error": None, "invoke_ns": 5, "complete_ns": 10}]
+
+
+def test_a_foreign_line_from_a_producer_is_a_protocol_error() -> None:
+    p = producer_client(ListWriter())
+    with pytest.raises(protocol.ProtocolError):
+        p.on_lines("p0", [b"S ok 1 2 3 4"])
+
+
 def test_a_clean_stop_calls_what_is_left_in_flight_at_the_end() -> None:
     sends = ListWriter()
     p = producer_client(sends)
-    p.on_messages("p0.1", [Invoked(0, 3, 10), Withdrawn(2, 1), Completed("info", 0, None, None, 20, "_MSG_TIMED_OUT")])
+    p.on_lines("p0.1", wire(protocol.invoked(0, 3, 10), protocol.withdrawn(2, 1),
+                            protocol.completed("info", 0, None, None, 20, "_MSG_TIMED_OUT")))
     p.on_exit("p0.1", clean=True, how="exited with code 0")
     assert [(r["producer"], r["seq"], r["status"], r["error"]) for r in sends.records] == [
         ("p0.1", 0, "info", "_MSG_TIMED_OUT"), ("p0.1", 1, "info", "in flight at the end of the run")]
@@ -136,14 +164,16 @@ def test_a_clean_stop_calls_what_is_left_in_flight_at_the_end() -> None:
 def test_consumer_lines_become_live_reads_of_the_group() -> None:
     reads = ListWriter()
     c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", {}, reads, RunClock(), 100)  # type: ignore[arg-type]
-    c.on_messages("c0", [Polled(2, 5)])
+    c.on_lines("c0", wire(protocol.polled(2, 5)))
     assert c.processing
-    c.on_messages("c0", [Processed(1, 7, "p0", 3, 9), Processed(1, 8, None, None, 9)])
+    c.on_lines("c0", wire(protocol.processed(1, 7, "p0", 3, 9), protocol.processed(1, 8, None, None, 9)))
     assert c.processing and c.count == 2
     c.on_exit("c0", clean=False, how="killed")
     assert not c.processing
-    assert reads.records[0] == {"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
-                                "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9}
+    assert reads.records == [{"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
+                              "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9},
+                             {"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
+                              "offset": 8, "producer": None, "seq": None, "time_ns": 9}]
 
 
 @pytest.mark.parametrize("records, processing_ms, sizes", [

@@ -30,9 +30,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message,
 
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientProcess
-from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock
+from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode
-from workloads.protocol import BATCH_DONE, BatchDone, Message as Line, Polled, Processed, polled, processed
+from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed, processed_fields
 
 CommitMode = Literal["auto", "manual"]
 BATCH = 500
@@ -142,6 +142,7 @@ class ConsumerClient(ClientProcess):
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0
+        self._producers: dict[bytes, bytes] = {}
 
     @property
     def processing(self) -> bool:
@@ -155,20 +156,32 @@ class ConsumerClient(ClientProcess):
     def stop(self, timeout_s: float | None = None) -> None:
         super().stop(self.processing_ms / 1000 + STOP_MARGIN_S if timeout_s is None else timeout_s)
 
-    def on_messages(self, name: str, messages: list[Line]) -> None:
-        records = []
-        for m in messages:
-            if isinstance(m, Processed):
-                records.append({"consumer": name, "group": self.group, "phase": "live", "topic": self.topic,
-                                "partition": m.partition, "offset": m.offset, "producer": m.producer,
-                                "seq": m.seq, "time_ns": m.time_ns})
-            elif isinstance(m, Polled):
+    def on_lines(self, name: str, lines: list[bytes]) -> None:
+        """Processed records become live reads, formatted here from the protocol's fields (as a producer's sends)."""
+        out: list[bytes] = []
+        head = b'{"consumer":%s,"group":%s,"phase":"live","topic":%s,"partition":' % (
+            json_line(name), json_line(self.group), json_line(self.topic))
+        for line in lines:
+            if line[:2] == b"R ":
+                partition, offset, producer, seq, time_ns = processed_fields(line)
+                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s}' % (
+                    head, partition, offset, self._producer_json(producer), as_json_int(seq), time_ns))
+                continue
+            m = parse(line)
+            if isinstance(m, Polled):
                 self.batches_polled += 1
             elif isinstance(m, BatchDone):
                 self.batches_done += 1
-        if records:
-            self.reads.write_many(records)
-            self.count += len(records)
+        if out:
+            self.reads.write_lines(out)
+            self.count += len(out)
+
+    def _producer_json(self, producer: bytes) -> bytes:
+        """The producer id as JSON; a run has a handful, so each is encoded once."""
+        known = self._producers.get(producer)
+        if known is None:
+            known = self._producers[producer] = b"null" if producer == b"-" else json_line(producer.decode())
+        return known
 
     def on_exit(self, name: str, clean: bool, how: str) -> None:
         """Live reads already received stay; a batch cut short is simply not processed."""

@@ -24,6 +24,11 @@ _to_json = json.JSONEncoder(separators=(",", ":")).encode
 RDKAFKA_LOG = logging.getLogger("rdkafka")
 
 
+def json_line(value: Any) -> bytes:
+    """``value`` as compact JSON in UTF-8: a history line, or one field of a line formatted by hand."""
+    return _to_json(value).encode()
+
+
 class RunClock:
     """Integer nanoseconds since the run started (the ``*_ns`` fields).
 
@@ -53,8 +58,8 @@ class HistoryWriter:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = path.open("a", encoding="utf-8")
-        self._pending: list[str] = []
+        self._file = path.open("ab")
+        self._pending: list[bytes] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.lines = 0
@@ -62,14 +67,14 @@ class HistoryWriter:
         self._flusher.start()
 
     def write(self, record: dict[str, Any]) -> None:
-        line = _to_json(record)
-        with self._lock:
-            self._pending.append(line)
-            self.lines += 1
+        self.write_lines([json_line(record)])
 
     def write_many(self, records: list[dict[str, Any]]) -> None:
         """Several lines at once (one lock for a whole batch from a workload process)."""
-        lines = [_to_json(r) for r in records]
+        self.write_lines([json_line(r) for r in records])
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Lines already JSON (UTF-8, no newline): the workload clients format their hot lines themselves."""
         with self._lock:
             self._pending.extend(lines)
             self.lines += len(lines)
@@ -78,7 +83,7 @@ class HistoryWriter:
         with self._lock:
             pending, self._pending = self._pending, []
         if pending:
-            self._file.write("\n".join(pending) + "\n")
+            self._file.write(b"\n".join(pending) + b"\n")
             self._file.flush()
 
     def _flush_loop(self) -> None:

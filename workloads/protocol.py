@@ -129,23 +129,54 @@ def encode_lines(lines: list[str]) -> bytes:
 # ------------------------------------------------------------------ harness side
 
 
-def parse(line: bytes) -> Message:
-    """One line (without its newline) as a message; ProtocolError when it is none.
+STATUSES = (b"ok", b"fail", b"info")
 
-    The two lines that come once per message (S, R) are parsed first and inline: they are the
-    harness's hot path.
+
+def completed_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """status, seq, partition, offset, complete_ns and error of an ``S`` line, checked but left as bytes.
+
+    The harness copies them into sends.jsonl as they are (see ProducerClient.on_lines); ``-`` is null.
     """
+    parts = line.split(b" ", 6)
+    if len(parts) == 7:
+        _, status, seq, partition, offset, complete_ns, error = parts
+        if (status in STATUSES and seq.isdigit() and complete_ns.isdigit() and _int_or_null(partition)
+                and _int_or_null(offset)):
+            return status, seq, partition, offset, complete_ns, error
+    raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+
+
+def processed_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """partition, offset, producer, seq and time_ns of an ``R`` line, checked but left as bytes."""
+    parts = line.split(b" ")
+    if len(parts) == 6:
+        _, partition, offset, producer, seq, time_ns = parts
+        if partition.isdigit() and offset.isdigit() and _int_or_null(seq) and time_ns.isdigit() and producer:
+            return partition, offset, producer, seq, time_ns
+    raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+
+
+def _int_or_null(field: bytes) -> bool:
+    return field == b"-" or field.isdigit()
+
+
+def as_json_int(field: bytes) -> bytes:
+    """A checked integer field as JSON: itself, or ``null`` for ``-``."""
+    return b"null" if field == b"-" else field
+
+
+def parse(line: bytes) -> Message:
+    """One line (without its newline) as a message; ProtocolError when it is none."""
+    tag = line[:1]
+    if tag == b"S":
+        status, seq, partition, offset, complete_ns, error = completed_fields(line)
+        return Completed(status.decode(), int(seq), _int(partition), _int(offset), int(complete_ns),
+                         None if error == b"-" else error.decode())
+    if tag == b"R":
+        partition, offset, producer, seq, time_ns = processed_fields(line)
+        return Processed(int(partition), int(offset), None if producer == b"-" else producer.decode(),
+                         _int(seq), int(time_ns))
     try:
-        tag = line[:1]
-        if tag == b"S":
-            _, status, seq, partition, offset, complete_ns, error = line.split(b" ", 6)
-            return Completed(status.decode(), int(seq), None if partition == b"-" else int(partition),
-                             None if offset == b"-" else int(offset), int(complete_ns),
-                             None if error == b"-" else error.decode())
-        if tag == b"R":
-            _, partition, offset, producer, seq, time_ns = line.split(b" ")
-            return Processed(int(partition), int(offset), None if producer == b"-" else producer.decode(),
-                             None if seq == b"-" else int(seq), int(time_ns))
         if tag == b"I":
             _, first, count, invoke_ns = line.split(b" ")
             return Invoked(int(first), int(count), int(invoke_ns))
@@ -165,6 +196,10 @@ def parse(line: bytes) -> Message:
     except ValueError:
         pass
     raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+
+
+def _int(field: bytes) -> int | None:
+    return None if field == b"-" else int(field)
 
 
 class LineSplitter:
