@@ -98,12 +98,11 @@ def known_target(target: str) -> str:
     return target
 
 
-class NestedFaultModel(Strict):
-    """A fault applied ``after_s`` into its outer fault and healed before it; ``same`` hits the outer's victims."""
+class FaultFields(Strict):
+    """What an outer and a nested fault both say: what, whom, how long, how."""
 
     kind: str
-    target: str = SAME
-    after_s: float = Field(0, ge=0)
+    target: str
     duration_s: float = Field(5, gt=0)
     options: dict[str, Scalar] = {}
 
@@ -112,6 +111,22 @@ class NestedFaultModel(Strict):
     def _kind(cls, kind: str) -> str:
         return known_fault(kind)
 
+    def check_fits(self, target: str) -> None:
+        """The options are the fault's, and ``target`` is one it can hit (ValueError, as pydantic wants)."""
+        try:
+            FAULTS[self.kind].check_options(self.options)
+            if target != SAME:
+                FAULTS[self.kind].check_target(target)
+        except FaultError as e:
+            raise ValueError(str(e)) from None
+
+
+class NestedFaultModel(FaultFields):
+    """A fault applied ``after_s`` into its outer fault and healed before it; ``same`` hits the outer's victims."""
+
+    target: str = SAME
+    after_s: float = Field(0, ge=0)
+
     @field_validator("target")
     @classmethod
     def _target(cls, target: str) -> str:
@@ -119,21 +134,13 @@ class NestedFaultModel(Strict):
 
     @model_validator(mode="after")
     def _fits(self) -> "NestedFaultModel":
-        try:
-            FAULTS[self.kind].check_options(self.options)
-            if self.target != SAME:
-                FAULTS[self.kind].check_target(self.target)
-        except FaultError as e:
-            raise ValueError(str(e)) from None
+        self.check_fits(self.target)
         return self
 
 
-class FaultModel(Strict):
-    kind: str
+class FaultModel(FaultFields):
     target: str = Field("partition-leader", description="a node target; random-client for client faults")
     interval_s: tuple[float, float] = (10.0, 15.0)
-    duration_s: float = Field(5, gt=0)
-    options: dict[str, Scalar] = {}
     then: NestedFaultModel | None = None
 
     @model_validator(mode="before")
@@ -144,11 +151,6 @@ class FaultModel(Strict):
                 and FAULTS[raw["kind"]].targets == CLIENT_TARGETS:
             return {**raw, "target": "random-client"}
         return raw
-
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, kind: str) -> str:
-        return known_fault(kind)
 
     @field_validator("target")
     @classmethod
@@ -165,13 +167,9 @@ class FaultModel(Strict):
         lo, hi = self.interval_s
         if not 0 < lo <= hi:
             raise ValueError(f"interval_s must be a positive [min, max], not [{lo}, {hi}]")
-        try:
-            FAULTS[self.kind].check_options(self.options)
-            FAULTS[self.kind].check_target(self.target)
-            if self.then is not None and self.then.target == SAME:
-                FAULTS[self.then.kind].check_target(self.target)
-        except FaultError as e:
-            raise ValueError(str(e)) from None
+        self.check_fits(self.target)
+        if self.then is not None and self.then.target == SAME:
+            self.then.check_fits(self.target)  # `same` hits this fault's victims: the nested kind must take them
         if self.then is not None and self.then.after_s + self.then.duration_s > self.duration_s:
             raise ValueError(f"then: after_s + duration_s = {self.then.after_s + self.then.duration_s:g} s "
                              f"outlasts the outer fault's duration_s = {self.duration_s:g} s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workloads.client import ClientProcess
@@ -27,16 +28,10 @@ class Workload:
 
     def stop_producers(self) -> None:
         """Stop producing: each flushes, what is still in flight becomes ``info``."""
-        for p in self.producers:
-            p.ask_to_stop()  # all at once: they flush side by side
-        for p in self.producers:
-            p.stop()
+        stop_all(self.producers)
 
     def stop_consumers(self) -> None:
-        for c in self.consumers:
-            c.ask_to_stop()
-        for c in self.consumers:
-            c.stop()
+        stop_all(self.consumers)
 
     def abort(self) -> None:
         """Kill every process for good; safe on any exit path and after a normal stop."""
@@ -53,3 +48,11 @@ class Workload:
         sent = [p.counts for p in self.producers]
         return {"acked": sum(c.ok for c in sent), "failed": sum(c.fail for c in sent),
                 "unknown": sum(c.info for c in sent), "reads": sum(c.count for c in self.consumers)}
+
+
+def stop_all(clients: Sequence[ClientProcess]) -> None:
+    """Ask every process to stop before waiting for any: they flush or finish their batch side by side."""
+    for client in clients:
+        client.ask_to_stop()
+    for client in clients:
+        client.stop()
