@@ -27,10 +27,10 @@ import docker
 import docker.errors
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
-from tenacity import retry, stop_after_delay, wait_fixed
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from clusters import cleanup, config
-from clusters.errors import ClusterError
+from clusters.errors import AdminError, ClusterError
 from clusters.image import ensure_image
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
 from clusters.node import (LABEL_CLUSTER, LABEL_KRAFT_ID, LABEL_METADATA, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE,
@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 120
 UNKNOWN_TOPIC_GRACE_S = 10   # how long a broker may lag behind the controllers on a new topic
+
+
+def unknown_topic(error: BaseException) -> bool:
+    """A broker that has not learned the topic yet (KRaft: it lags the controllers' log)."""
+    return isinstance(error, AdminError) and error.code == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 @dataclass(frozen=True)
@@ -271,21 +276,13 @@ class Cluster:
                                tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
                 for p in sorted(desc.partitions, key=lambda p: p.id)]
 
+    @retry(retry=retry_if_exception(unknown_topic),
+           stop=stop_after_delay(UNKNOWN_TOPIC_GRACE_S), wait=wait_fixed(0.5), reraise=True)
     def _describe_topic(self, topic: str, timeout: float) -> Any:
         """The topic as a broker sees it. Brokers learn a new topic from the controllers' log one
         after another, so a broker that says "unknown topic" is asked again for a few seconds."""
-        deadline = time.monotonic() + UNKNOWN_TOPIC_GRACE_S
-        while True:
-            futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
-            try:
-                return futures[topic].result(timeout=timeout)
-            except KafkaException as e:
-                error = e.args[0]
-                if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
-                    raise ClusterError(f"cannot describe topic {topic!r}: {error.str()}") from None
-            except TimeoutError:
-                raise ClusterError(f"cannot describe topic {topic!r}: no answer within {timeout:.0f}s") from None
-            time.sleep(0.5)
+        futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
+        return admin_result(futures[topic], timeout, f"describe topic {topic!r}")
 
     def _zookeeper(self) -> ZooKeeperMetadata:
         if self._zk is None:
@@ -499,9 +496,9 @@ def admin_result(future: Future[Any], timeout: float, what: str) -> Any:
     try:
         return future.result(timeout=timeout)
     except KafkaException as e:
-        raise ClusterError(f"cannot {what}: {e.args[0].str()}") from None
+        raise AdminError(f"cannot {what}: {e.args[0].str()}", e.args[0].code()) from None
     except TimeoutError:
-        raise ClusterError(f"cannot {what}: no answer within {timeout:.0f}s") from None
+        raise AdminError(f"cannot {what}: no answer within {timeout:.0f}s") from None
 
 
 def zookeeper_mode(ip: str, timeout: float = 2) -> str | None:

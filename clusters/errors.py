@@ -7,3 +7,11 @@ class ClusterError(RuntimeError):
     The message is one line meant for the operator; the CLI prints it and
     exits 2 instead of showing a traceback.
     """
+
+
+class AdminError(ClusterError):
+    """A Kafka error answered to an AdminClient request; ``code`` is librdkafka's, for callers that retry some."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code

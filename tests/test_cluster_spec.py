@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError
 
 from clusters import config
-from clusters.errors import ClusterError
+from clusters.cluster import unknown_topic
+from clusters.errors import AdminError, ClusterError
 from clusters.image import kafka_tag, uses_log4j2
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
 from clusters.spec import ClusterSpec, TopicSpec
@@ -180,3 +182,10 @@ def test_kafka_4_scenario_without_kraft_is_refused_in_one_line() -> None:
     with pytest.raises(HarnessError, match="no ZooKeeper mode") as e:
         load_scenario(SCENARIOS / "acks1-leader-kill.yaml", ["cluster.kafka_version=4.3.1"])
     assert "\n" not in str(e.value)
+
+
+def test_only_an_unknown_topic_answer_is_asked_again() -> None:
+    assert unknown_topic(AdminError("cannot describe topic 't': unknown", KafkaError.UNKNOWN_TOPIC_OR_PART))
+    assert not unknown_topic(AdminError("cannot describe topic 't': no answer within 10s"))
+    assert not unknown_topic(AdminError("cannot describe topic 't': denied", KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert not unknown_topic(ClusterError("no kchaos cluster is running"))
