@@ -14,7 +14,7 @@ from typing import Literal
 
 import docker.errors
 from docker.models.containers import Container
-from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import retry, retry_if_exception, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
 from clusters.errors import ClusterError
 from clusters.storage import LoopVolume
@@ -30,7 +30,15 @@ LABEL_OWNER = "io.kchaos.owner-pid"   # the harness process that must tear it do
 LABEL_METADATA = "io.kchaos.metadata"  # zookeeper or kraft
 LABEL_KRAFT_ID = "io.kchaos.kraft-cluster-id"  # KRaft mode only: the id every node's storage is formatted with
 
+FREEZE_ATTEMPTS = 4  # runc refused one pause of a scenario run here, with a test suite running beside it
+
 SERVICE_PORTS: dict[str, int] = {"zookeeper": 2181, "broker": 9092, "controller": 9093}
+
+
+def freeze_refused(error: BaseException) -> bool:
+    """runc gave up freezing the cgroup (a task did not stop in time, e.g. in uninterruptible I/O on a
+    loaded machine); it thawed the node again, so asking once more is safe."""
+    return isinstance(error, docker.errors.APIError) and "unable to freeze" in str(error)
 
 
 def tcp_open(ip: str, port: int, timeout_s: float = 2) -> bool:
@@ -98,8 +106,13 @@ class Node:
 
     def pause(self) -> None:
         """Freeze every process of the node (cgroup freezer)."""
-        self.container.pause()
+        self._freeze()
         self._await_status({"paused"}, "freeze")
+
+    @retry(retry=retry_if_exception(freeze_refused), stop=stop_after_attempt(FREEZE_ATTEMPTS), wait=wait_fixed(0.5),
+           reraise=True)
+    def _freeze(self) -> None:
+        self.container.pause()
 
     def unpause(self) -> None:
         self.container.unpause()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import docker.errors
 import pytest
 from confluent_kafka import KafkaError
 
 from clusters import config
 from clusters.cluster import unknown_topic
+from clusters.node import freeze_refused
 from clusters.errors import AdminError, ClusterError
 from clusters.image import kafka_tag, uses_log4j2
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
@@ -189,3 +191,11 @@ def test_only_an_unknown_topic_answer_is_asked_again() -> None:
     assert not unknown_topic(AdminError("cannot describe topic 't': no answer within 10s"))
     assert not unknown_topic(AdminError("cannot describe topic 't': denied", KafkaError.TOPIC_AUTHORIZATION_FAILED))
     assert not unknown_topic(ClusterError("no kchaos cluster is running"))
+
+
+def test_only_a_refused_freeze_is_tried_again() -> None:
+    refused = docker.errors.APIError("500 Server Error: Cannot pause container abc: OCI runtime pause failed: "
+                                     "unable to freeze: unknown")
+    assert freeze_refused(refused)
+    assert not freeze_refused(docker.errors.APIError("409 Client Error: Container abc is not running"))
+    assert not freeze_refused(ClusterError("unable to freeze"))
