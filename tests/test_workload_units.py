@@ -58,7 +58,7 @@ def test_protocol_lines_round_trip() -> None:
              protocol.completed("info", 11, None, None, 457, "in flight at the end of the run"),
              protocol.polled(2, 500), protocol.processed(1, 7, "p0.1", 5, 600),
              protocol.processed(0, 8, None, None, 601), protocol.BATCH_DONE, protocol.END]
-    parsed = list(protocol.parse_all(protocol.encode_lines(lines).split(b"\n")))
+    parsed = [protocol.parse(line) for line in protocol.encode_lines(lines).split(b"\n") if line]
     assert parsed == [Hello(42), Invoked(10, 3, 123), Withdrawn(12, 1), Completed("ok", 10, 2, 99, 456, None),
                       Completed("info", 11, None, None, 457, "in flight at the end of the run"),
                       Polled(2, 500), Processed(1, 7, "p0.1", 5, 600), Processed(0, 8, None, None, 601),

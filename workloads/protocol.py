@@ -26,7 +26,6 @@ A line cut off by a killed child is dropped: it stated nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import NamedTuple, Union
 
 NULL = "-"
@@ -217,9 +216,3 @@ class LineSplitter:
     @property
     def partial(self) -> bytes:
         return self._rest
-
-
-def parse_all(lines: list[bytes]) -> Iterator[Message]:
-    for line in lines:
-        if line:
-            yield parse(line)
