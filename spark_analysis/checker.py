@@ -9,9 +9,11 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    by the driver. Or (``history_format="json"``, or a cache that cannot be
    written) Spark parses the JSON lines itself (reader.py: one job parses
    and checks every file; names are given ids in one more small job).
-2. judge: the message table (one shuffle by (pid, seq)) and the position
-   table (one shuffle by (tid, partition, offset)) are built and cached,
-   and counted together with the reorder window in one job; the few
+2. judge: one job builds the message table (one shuffle by (pid, seq)),
+   counts it (observed metrics) and caches only its findings; one more does
+   the same for the position table (one shuffle by (tid, partition,
+   offset)), whose acks are the acknowledged send lines themselves unless
+   some message was sent twice; one runs the reorder window. The few
    ambiguous messages are judged again from their own rows.
 3. examples, only when something was found: one ranking job, a few small
    lookups, and the lines shown read back from the JSON lines.
@@ -32,9 +34,10 @@ from checkers.reference import SCENARIO_FILE, load_scenario
 
 from spark_analysis import examples as ex
 from spark_analysis.encode import MAX_MASK_GROUPS, READS_COLUMNS, Encoded, collect_names, encode
-from spark_analysis.judge import (BYPASS_PARTIAL, Facts, acked, exact_messages, fast_message_tally, fast_messages,
-                                  from_fast, message_counts, message_tally, position_table, reordered_table, sql_conf,
-                                  tagged_rows, tallies)
+from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, POSITION_METRICS,
+                                  Facts, PositionCounts, acked, acked_lines, exact_message_metrics, exact_messages,
+                                  fast_message_metrics, fast_messages, from_fast, message_counts, observed,
+                                  position_table, reordered_table, sql_conf, tagged_rows)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
@@ -138,32 +141,40 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
     tagged = tagged_rows(enc.sends, enc.reads)
     cached = []
     try:
+        fast_mode = len(names.groups) <= MAX_MASK_GROUPS
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
-            if len(names.groups) <= MAX_MASK_GROUPS:
-                fast = fast_messages(tagged, facts).persist(StorageLevel.MEMORY_AND_DISK)
-                message_tallies = fast_message_tally(fast)
+            if fast_mode:
+                table = fast_messages(tagged, facts)
+                found, row = observed(table, fast_message_metrics(), FAST_FINDINGS)
             else:  # too many consumer groups for a bit mask: every message the exact way
-                fast = exact_messages(tagged, facts).persist(StorageLevel.MEMORY_AND_DISK)
-                message_tallies = message_tally(fast).selectExpr("*", "0L AS ambiguous")
-        cached.append(fast)
-        acks = acked(fast)
+                table = exact_messages(tagged, facts)
+                found, row = observed(table, exact_message_metrics(), EXACT_FINDINGS)
+        cached.append(found)
+        mc, ambiguous = message_counts(row), int(row["ambiguous"])
+        # a message sent twice has a winning line: only then must the acks come from the message table
+        if row["repeats"] == 0:
+            acks = acked_lines(enc.sends)
+        else:
+            acks = acked(table).persist(StorageLevel.MEMORY_AND_DISK)  # positions and reorder both read it
+            cached.append(acks)
         with sql_conf(spark, BYPASS_PARTIAL, "true"):
-            positions = position_table(enc.reads, acks).persist(StorageLevel.MEMORY_AND_DISK)
+            positions, row = observed(position_table(enc.reads, acks), POSITION_METRICS, POSITION_FINDINGS)
         cached.append(positions)
+        pc = PositionCounts.of(row)
         reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them
         cached.append(reordered)
-        mc, ambiguous, pc, out_of_order = tallies(message_tallies, positions, reordered)
-        if len(names.groups) > MAX_MASK_GROUPS:
-            messages = fast
+        out_of_order = reordered.count()
+        if not fast_mode:
+            messages = found
         elif ambiguous:
-            keys = fast.filter("ambiguous").select("pid", "seq")
+            keys = found.filter("ambiguous").select("pid", "seq")
             rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
             exact = exact_messages(rows, facts).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
-            mc = mc + message_counts(message_tally(exact).collect()[0].asDict())
-            messages = from_fast(fast).unionByName(exact)
+            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics()).collect()[0].asDict())
+            messages = from_fast(found).unionByName(exact)
         else:
-            messages = from_fast(fast)
+            messages = from_fast(found)
         repeats = mc.sent - mc.distinct_sent
         if repeats:
             notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")

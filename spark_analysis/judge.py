@@ -28,7 +28,8 @@ every row first, several times slower).
 
 The few facts taken from events (which partitions had a complete final
 read, each group's committed offsets) are small, so they enter the plan as
-literal maps, not joins. Only aggregates come back to the driver.
+literal maps, not joins. Only aggregates come back to the driver: the counts
+ride along the pass that keeps a table's findings (``observed``).
 """
 
 from __future__ import annotations
@@ -275,10 +276,19 @@ def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
     return _verdicts(table).select(*MESSAGE_COLUMNS)
 
 
+ACKED_AT = f"status = {OK} AND `partition` IS NOT NULL AND `offset` IS NOT NULL"
+ACK_COLUMNS = ("pid", "seq", "tid", "partition", "offset", "send_key")
+
+
 def acked(messages: "DataFrame") -> "DataFrame":
     """The winning sends that were acknowledged at a known position: pid, seq, tid, partition, offset, send_key."""
-    return (messages.filter(f"status = {OK} AND `partition` IS NOT NULL AND `offset` IS NOT NULL")
-            .select("pid", "seq", "tid", "partition", "offset", "send_key"))
+    return messages.filter(ACKED_AT).select(*ACK_COLUMNS)
+
+
+def acked_lines(sends: "DataFrame") -> "DataFrame":
+    """``acked`` straight from the send lines: the same rows when no message was sent twice (no winner to
+    pick), without grouping the messages again."""
+    return sends.filter(ACKED_AT).withColumnRenamed("_key", "send_key").select(*ACK_COLUMNS)
 
 
 # --- by position --------------------------------------------------------------------------------------
@@ -361,38 +371,84 @@ class MessageCounts:
 FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected", "failed_but_present", "unknown",
          "unknown_found")
 
-
-def _message_tally(messages: "DataFrame", skipped: str, redelivered: str, extra: list[str]) -> "DataFrame":
-    return messages.selectExpr(
-        "coalesce(sum(n_sends), 0) AS sent",
-        "count_if(n_sends > 0) AS distinct_sent",
-        f"count_if(status = {OK}) AS acked",
-        f"count_if(status = {FAIL}) AS failed",
-        f"count_if(status = {INFO}) AS indeterminate",
-        *[f"count_if({flag}) AS {flag}" for flag in FLAGS],
-        f"coalesce(sum({skipped}), 0) AS consumer_skipped",
-        f"coalesce(sum({redelivered}), 0) AS consumer_redelivered",
-        f"count_if(status = {OK} AND `partition` IS NULL) AS no_partition",
-        "coalesce(sum(n_live_ungrouped), 0) AS ungrouped_live_reads",
-        f"collect_set(tid * {PART_KEY} + `partition`) FILTER (WHERE n_sends > 0 AND `partition` IS NOT NULL) "
-        "AS send_partitions",
-        "min(`partition`) AS send_partition_min", "max(`partition`) AS send_partition_max",
-        *extra,
-    )
+# SQL: a row of the message table shows an anomaly (and is kept for the examples); per layout
+FAST_FINDINGS = " OR ".join([*FLAGS, "skipped_mask <> 0", "redelivered_mask <> 0", "ambiguous"])
+EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 0"])
+POSITION_FINDINGS = "divergent OR foreign"
 
 
-def fast_message_tally(fast: "DataFrame") -> "DataFrame":
-    """Counts of the unambiguous rows of ``fast_messages``, and how many are ambiguous."""
-    return _message_tally(fast.filter("NOT ambiguous"), "bit_count(skipped_mask)", "bit_count(redelivered_mask)",
-                          []).crossJoin(fast.selectExpr("count_if(ambiguous) AS ambiguous"))
+def message_metrics(skipped: str, redelivered: str, counted: str = "true") -> list[str]:
+    """Aggregates over the message table, counting the rows where ``counted`` holds.
+
+    Written without FILTER clauses, which observed metrics refuse; ``repeats``
+    (send lines beyond the first of their message) and the partition range
+    cover every row.
+    """
+    def when(value: str) -> str:
+        return f"CASE WHEN {counted} THEN {value} END"
+
+    return [
+        f"coalesce(sum({when('n_sends')}), 0) AS sent",
+        f"count_if({counted} AND n_sends > 0) AS distinct_sent",
+        f"count_if({counted} AND status = {OK}) AS acked",
+        f"count_if({counted} AND status = {FAIL}) AS failed",
+        f"count_if({counted} AND status = {INFO}) AS indeterminate",
+        *[f"count_if({counted} AND {flag}) AS {flag}" for flag in FLAGS],
+        f"coalesce(sum({when(skipped)}), 0) AS consumer_skipped",
+        f"coalesce(sum({when(redelivered)}), 0) AS consumer_redelivered",
+        f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
+        f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
+        f"collect_set({when(f'CASE WHEN n_sends > 0 THEN tid * {PART_KEY} + `partition` END')}) AS send_partitions",
+        "coalesce(sum(n_sends), 0) - count_if(n_sends > 0) AS repeats",
+        "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
+    ]
 
 
-def message_tally(messages: "DataFrame") -> "DataFrame":
-    """Counts of rows in the MESSAGE_COLUMNS layout."""
-    return _message_tally(messages, "size(skipped)", "size(redelivered)", [])
+def fast_message_metrics() -> list[str]:
+    """``message_metrics`` of ``fast_messages``: the unambiguous rows, and how many are ambiguous."""
+    return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", "NOT ambiguous"),
+            "count_if(ambiguous) AS ambiguous"]
+
+
+def exact_message_metrics() -> list[str]:
+    """``message_metrics`` of rows in the MESSAGE_COLUMNS layout (none ambiguous)."""
+    return [*message_metrics("size(skipped)", "size(redelivered)"), "0L AS ambiguous"]
+
+
+POSITION_METRICS = [
+    "coalesce(sum(n_live), 0) AS reads_live",
+    "coalesce(sum(n_final), 0) AS reads_final",
+    "count_if(divergent) AS divergent",
+    "count_if(foreign) AS foreign",
+    f"collect_set(CASE WHEN n_live + n_final > 0 THEN tid * {PART_KEY} + `partition` END) AS read_partitions",
+    "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
+]
+
+
+def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFrame", dict[str, Any]]:
+    """In one pass over ``table``: its rows where ``keep`` holds (few: the findings), cached, and
+    ``metrics`` aggregated over all its rows. The caller unpersists the rows.
+
+    Caching the whole table for the counts and the findings would cost a third
+    again of computing it; the observation rides along the pass that keeps them.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import Observation, functions as F
+
+    seen = Observation()  # a fresh name: a plan cached by an earlier check is never reused unobserved
+    kept = table.observe(seen, *[F.expr(m) for m in metrics]).filter(keep).persist(StorageLevel.MEMORY_AND_DISK)
+    kept.count()
+    row = dict(seen.get)
+    low, high = row["partition_min"], row["partition_max"]
+    if (low is not None and low < 0) or (high is not None and high >= PART_KEY):
+        kept.unpersist()
+        raise HistoryError(f"a partition number outside 0..{PART_KEY - 1} ({low}..{high}); "
+                           "check with --engine python")
+    return kept, row
 
 
 def message_counts(row: dict[str, Any]) -> MessageCounts:
+    """The counts of a ``message_metrics`` row."""
     row = dict(row)
     row["send_partitions"] = {divmod(key, PART_KEY) for key in row["send_partitions"]}
     return MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__})
@@ -406,31 +462,8 @@ class PositionCounts:
     foreign: int
     read_partitions: set[tuple[int, int]]  # (tid, partition)
 
-
-def _position_tally(positions: "DataFrame") -> "DataFrame":
-    return positions.selectExpr(
-        "coalesce(sum(n_live), 0) AS reads_live",
-        "coalesce(sum(n_final), 0) AS reads_final",
-        "count_if(divergent) AS divergent",
-        "count_if(foreign) AS foreign",
-        f"collect_set(tid * {PART_KEY} + `partition`) FILTER (WHERE n_live + n_final > 0) AS read_partitions",
-        "min(`partition`) AS read_partition_min", "max(`partition`) AS read_partition_max",
-    )
-
-
-def tallies(message_tallies: "DataFrame", positions: "DataFrame",
-            reordered: "DataFrame") -> tuple[MessageCounts, int, PositionCounts, int]:
-    """Every count in one job: (message counts, ambiguous messages left out of them, position counts,
-    out-of-order acks); ``message_tallies`` is ``fast_message_tally`` or ``message_tally`` plus ``ambiguous``."""
-    from pyspark.sql import functions as F
-
-    row = (message_tallies.crossJoin(_position_tally(positions))
-           .crossJoin(reordered.agg(F.count(F.lit(1)).alias("out_of_order"))).collect()[0].asDict())
-    for side in ("send", "read"):
-        low, high = row[f"{side}_partition_min"], row[f"{side}_partition_max"]
-        if (low is not None and low < 0) or (high is not None and high >= PART_KEY):
-            raise HistoryError(f"a partition number outside 0..{PART_KEY - 1} ({low}..{high}); "
-                               "check with --engine python")
-    row["read_partitions"] = {divmod(key, PART_KEY) for key in row["read_partitions"]}
-    p = PositionCounts(**{f: row[f] for f in PositionCounts.__dataclass_fields__})
-    return message_counts(row), int(row["ambiguous"]), p, int(row["out_of_order"])
+    @staticmethod
+    def of(row: dict[str, Any]) -> "PositionCounts":
+        """The counts of a POSITION_METRICS row."""
+        parts = {divmod(key, PART_KEY) for key in row["read_partitions"]}
+        return PositionCounts(row["reads_live"], row["reads_final"], row["divergent"], row["foreign"], parts)
