@@ -124,23 +124,29 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
     """In one job: each wanted message's first ten reads, each wanted position's first ten reads, the
     messages read at each wanted position (None: foreign) and the acks there (position, message, send key).
 
-    Reads come back as position keys, in file order.
+    Reads come back as position keys, in file order. The reads are scanned
+    once: the rows with a wanted seq or offset are cached, both lookups join those.
     """
+    from pyspark import StorageLevel
     from pyspark.sql import Window, functions as F
 
+    # one scan of the reads for both kinds of lookup: the few rows with a wanted seq or offset
+    near = reads.filter(F.col("seq").isin(sorted({seq for _, seq in msgs}))
+                        | F.col("offset").isin(sorted({offset for _, _, offset in positions})))
+    near = near.persist(StorageLevel.MEMORY_AND_DISK)
     parts: list[DataFrame] = []
     if msgs:
-        keys = spark.createDataFrame(sorted(msgs), "pid int, seq bigint")
+        keys = literal_table(spark, [("pid", "int"), ("seq", "bigint")], sorted(msgs))
         first = Window.partitionBy("pid", "seq").orderBy("_key")
-        parts.append(reads.join(F.broadcast(keys), ["pid", "seq"], "left_semi")
+        parts.append(near.join(F.broadcast(keys), ["pid", "seq"], "left_semi")
                      .withColumn("_n", F.row_number().over(first)).filter(F.col("_n") <= MAX_EXAMPLE_READS)
                      .selectExpr("'m' AS tag", "tid", "`partition`", "`offset`", "pid", "seq", "_key", "_n"))
     if positions:
-        keys = spark.createDataFrame(sorted(positions), "tid int, `partition` bigint, `offset` bigint")
+        keys = literal_table(spark, [("tid", "int"), ("partition", "bigint"), ("offset", "bigint")], sorted(positions))
         at = ["tid", "partition", "offset"]
         first = Window.partitionBy(*at).orderBy("_key")
         first_of_value = Window.partitionBy(*at, "pid", "seq").orderBy("_key")
-        parts.append(reads.join(F.broadcast(keys), at, "left_semi")
+        parts.append(near.join(F.broadcast(keys), at, "left_semi")
                      .withColumn("_n", F.row_number().over(first))
                      .withColumn("_v", F.row_number().over(first_of_value))
                      .filter(f"_n <= {MAX_EXAMPLE_READS} OR _v = 1")
@@ -149,11 +155,14 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
                      .selectExpr("'a' AS tag", "tid", "`partition`", "`offset`", "pid", "seq",
                                  "send_key AS _key", "0 AS _n"))
     rows = []
-    if parts:
-        union = parts[0]
-        for part in parts[1:]:
-            union = union.unionByName(part)
-        rows = sorted(union.collect(), key=lambda r: (r["tag"], r["_key"]))
+    try:
+        if parts:
+            union = parts[0]
+            for part in parts[1:]:
+                union = union.unionByName(part)
+            rows = sorted(union.collect(), key=lambda r: (r["tag"], r["_key"]))
+    finally:
+        near.unpersist()
     msg_reads: dict[Msg, list[int]] = defaultdict(list)
     pos_reads: dict[Pos, list[int]] = defaultdict(list)
     pos_msgs: dict[Pos, set[Msg | None]] = defaultdict(set)
@@ -170,6 +179,16 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
         else:
             pos_acks.append((pos, msg, r["_key"]))  # type: ignore[arg-type]
     return msg_reads, pos_reads, pos_msgs, pos_acks
+
+
+def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
+    """A few rows as a DataFrame of literals, made in the JVM: ``createDataFrame`` on a Python list
+    starts a Python worker to unpickle them (about 2 s a job on this machine)."""
+    from pyspark.sql import functions as F
+
+    structs = [F.struct(*[F.lit(value).cast(kind).alias(name) for (name, kind), value in zip(columns, row)])
+               for row in rows]
+    return spark.range(1).select(F.inline(F.array(*structs)))
 
 
 def _acks_at(acks: list[tuple[Pos, Msg, int]], read_there: dict[Pos, set[Msg | None]]) -> dict[Pos, int]:
