@@ -50,7 +50,7 @@ Part = tuple[str, int]
 BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
 
 # tid * PART_KEY + partition: one long per partition, a cheap key for literal maps and sets. Kafka's
-# partitions are int32 >= 0; a history naming others is refused (tallies) rather than misjudged.
+# partitions are int32 >= 0; a history naming others is refused (``observed``) rather than misjudged.
 PART_KEY = 2 ** 32
 
 # The message table's columns, whichever way a row was judged.
