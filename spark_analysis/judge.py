@@ -380,9 +380,8 @@ POSITION_FINDINGS = "divergent OR foreign"
 def message_metrics(skipped: str, redelivered: str, counted: str = "true") -> list[str]:
     """Aggregates over the message table, counting the rows where ``counted`` holds.
 
-    Written without FILTER clauses, which observed metrics refuse; ``repeats``
-    (send lines beyond the first of their message) and the partition range
-    cover every row.
+    Written without FILTER clauses, which observed metrics refuse; the
+    partition range covers every row.
     """
     def when(value: str) -> str:
         return f"CASE WHEN {counted} THEN {value} END"
@@ -399,7 +398,6 @@ def message_metrics(skipped: str, redelivered: str, counted: str = "true") -> li
         f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
         f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
         f"collect_set({when(f'CASE WHEN n_sends > 0 THEN tid * {PART_KEY} + `partition` END')}) AS send_partitions",
-        "coalesce(sum(n_sends), 0) - count_if(n_sends > 0) AS repeats",
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
