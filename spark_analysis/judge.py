@@ -13,10 +13,13 @@ every row first, several times slower).
   lost_unverifiable, duplicated, unexpected (read but never sent),
   failed_but_present, unknown (found or not), consumer_skipped and
   consumer_redelivered — exactly, except for two rare kinds of message,
-  marked ``ambiguous``: one read at two or more final positions (is it in the
-  winning send's partition? which commits is each position below?) and one
-  read live by several groups more often than there are groups (which group
-  was handed it twice?). Those few are judged again from their reads with
+  marked ``ambiguous``: one read at final positions in two or more partitions
+  (is it in the winning send's partition? which commits is each position
+  below?) and one read live by several groups more often than there are
+  groups (which group was handed it twice?). A message read twice in one
+  partition, the usual duplicate (a producer's retry), is settled by the
+  aggregates: its smallest offset is below every commit that any of its
+  offsets is below. Those few are judged again from their reads with
   set-valued aggregates (``exact_messages``), and replace their rows.
 - By position: reads and the winning acknowledgements are unioned and grouped
   by (tid, partition, offset) once: divergent (two different messages seen
@@ -205,7 +208,8 @@ def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
         "bit_or(shiftleft(1L, gid)) FILTER (WHERE NOT is_send AND NOT final AND gid IS NOT NULL) AS live_mask",
     ]])
     maps = _maps(facts)
-    one = "(f_tid_min = f_tid_max AND f_partition_min = f_partition_max AND f_offset_min = f_offset_max)"
+    one_partition = "(f_tid_min = f_tid_max AND f_partition_min = f_partition_max)"
+    one = f"({one_partition} AND f_offset_min = f_offset_max)"
     table = grouped.select("*", *[m.alias(name) for name, m in maps.items()]).selectExpr(
         "pid", "seq", "n_sends", "send_key", "status", "tid", "`partition`", "`offset`", "n_live", "n_live_ungrouped",
         "n_final",
@@ -224,7 +228,7 @@ def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
             ELSE 0L END AS skipped_mask""",
         """CASE WHEN bit_count(coalesce(live_mask, 0L)) = 1 AND n_live - n_live_ungrouped > 1 THEN live_mask
                 ELSE 0L END AS redelivered_mask""",
-        f"""(n_final > 0 AND NOT {one})
+        f"""(n_final > 0 AND NOT {one_partition})
             OR (bit_count(coalesce(live_mask, 0L)) > 1
                 AND n_live - n_live_ungrouped > bit_count(coalesce(live_mask, 0L))) AS ambiguous""",
     )

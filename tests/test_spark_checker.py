@@ -120,11 +120,24 @@ def _skipped() -> dict[str, list]:
     return h
 
 
+def _skipped_duplicate() -> dict[str, list]:
+    """A duplicate in one partition (settled by the fast aggregates): skipped below commits between or above
+    its offsets."""
+    h = clean(5)
+    h["reads"] = [r for r in h["reads"] if not (r["phase"] == "live" and r["seq"] == 1)] + [read("p0", 1, 6)]
+    h["events"] = [final_read(high_watermark=7), committed(3), committed(2, group="h")]
+    return h
+
+
 CASES: dict[str, dict[str, list]] = {
     "clean": clean(),
     "lost": _with(clean(), sends=[send("p0", 3)]),
     "lost_after_read": _with(clean(), sends=[send("p0", 3)], reads=[read("p0", 3, 3, phase="live")]),
     "duplicated": _with(clean(), reads=[read("p0", 1, 7), read("p0", 1, 7), read("p0", 2, 8)]),
+    "skipped_duplicate_in_one_partition": _skipped_duplicate(),
+    "duplicate_across_partitions": _with(clean(), reads=[read("p0", 1, 0, partition=1)],
+                                         events=[final_read(high_watermark=3), final_read(1, high_watermark=1),
+                                                 committed(3), committed(1, group="h", partition=1)]),
     "same_position_twice": _with(clean(), reads=[read("p0", 1, 1)]),
     "unexpected": _with(clean(), reads=[read("ghost", 0, 5, phase="live"), read("ghost", 0, 5),
                                         read("ghost", 1, 6), read(None, None, 9)]),
