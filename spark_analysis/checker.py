@@ -10,11 +10,12 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    written) Spark parses the JSON lines itself (reader.py: one job parses
    and checks every file; names are given ids in one more small job).
 2. judge: one job builds the message table (one shuffle by (pid, seq)),
-   counts it (observed metrics) and caches only its findings; the few
-   ambiguous messages are judged again from their own rows. One more job
-   does the same for the position table (one shuffle by (tid, partition,
-   offset)), whose acks are the acknowledged send lines themselves unless
-   some message was sent twice; one runs the reorder window.
+   counts it (observed metrics) and caches only its findings, with the
+   acks their own final reads do not confirm; the few ambiguous messages are
+   judged again from their own rows. One more job does the same for the
+   position table (one shuffle by (tid, partition, offset) of the reads and
+   those unconfirmed acks); one runs the reorder window over every ack (the
+   acknowledged send lines themselves unless some message was sent twice).
 3. examples, only when something was found: one ranking job, a few small
    lookups, and the lines shown read back from the JSON lines.
 
@@ -165,14 +166,16 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         repeats = mc.sent - mc.distinct_sent
         if repeats:
             notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")
-        # a message sent twice has a winning line: only then must the acks come from the message table
+        # the reorder window and the examples see every ack; a message sent twice has a winning line: only then
+        # must the acks come from the message table
         if not repeats:
             acks = acked_lines(enc.sends)
         else:
-            acks = acked(table).persist(StorageLevel.MEMORY_AND_DISK)  # positions and reorder both read it
+            acks = acked(table).persist(StorageLevel.MEMORY_AND_DISK)  # reorder and examples both read it
             cached.append(acks)
+        unconfirmed = acked(messages.filter("unconfirmed"))  # from the cached findings: few rows
         with sql_conf(spark, BYPASS_PARTIAL, "true"):
-            positions, row = observed(position_table(enc.reads, acks), POSITION_METRICS, POSITION_FINDINGS)
+            positions, row = observed(position_table(enc.reads, unconfirmed), POSITION_METRICS, POSITION_FINDINGS)
         cached.append(positions)
         pc = PositionCounts.of(row)
         reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them

@@ -25,7 +25,8 @@ every row first, several times slower).
   by (tid, partition, offset) once: divergent (two different messages seen
   there, or an ack contradicted by a read: a min and a max per component say
   whether all are one message) and the positions holding a value kchaos did
-  not write (unexpected, counted once per position).
+  not write (unexpected, counted once per position). Only the acks that the
+  message table marks ``unconfirmed`` take part (see ``position_table``).
 - By producer and partition: a window over the acknowledged messages ordered
   by seq finds acks at a lower offset than an earlier seq (reordered).
 
@@ -59,7 +60,11 @@ PART_KEY = 2 ** 32
 # The message table's columns, whichever way a row was judged.
 MESSAGE_COLUMNS = ("pid", "seq", "n_sends", "send_key", "status", "tid", "partition", "offset", "n_live",
                    "n_live_ungrouped", "lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected",
-                   "failed_but_present", "unknown", "unknown_found", "skipped", "redelivered")
+                   "failed_but_present", "unknown", "unknown_found", "unconfirmed", "skipped", "redelivered")
+
+# SQL: a winning send acknowledged at a known position (an ack), and the columns an ack is kept by
+ACKED_AT = f"status = {OK} AND `partition` IS NOT NULL AND `offset` IS NOT NULL"
+ACK_COLUMNS = ("pid", "seq", "tid", "partition", "offset", "send_key")
 
 
 @contextmanager
@@ -216,6 +221,9 @@ def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
         f"n_final > 0 AND NOT {one} AS duplicated",
         """coalesce(n_final > 0 AND f_tid_min = tid AND (`partition` IS NULL OR f_partition_min = `partition`),
                     false) AS present""",
+        f"""coalesce({ACKED_AT} AND NOT coalesce(n_final > 0 AND {one} AND f_tid_min = tid
+                                                   AND f_partition_min = `partition` AND f_offset_min = `offset`,
+                                                   false), false) AS unconfirmed""",
         "_complete", "_topic_complete",
         # the groups that committed this partition at all, less those that read the message live, come first:
         # usually none is left, and the offsets need not be looked at
@@ -269,6 +277,9 @@ def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
         """CASE WHEN `partition` IS NOT NULL
                 THEN exists(finals, f -> f.tid = tid AND f.`partition` = `partition`)
                 ELSE exists(finals, f -> f.tid = tid) END AS present""",
+        f"""coalesce({ACKED_AT} AND NOT coalesce(size(finals) = 1 AND finals[0].tid = tid
+                                                   AND finals[0].`partition` = `partition`
+                                                   AND finals[0].`offset` = `offset`, false), false) AS unconfirmed""",
         "_complete", "_topic_complete",
         f"""array_sort(array_distinct(filter(
                flatten(transform(finals, f -> transform(
@@ -278,10 +289,6 @@ def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
         "AS redelivered",
     )
     return _verdicts(table).select(*MESSAGE_COLUMNS)
-
-
-ACKED_AT = f"status = {OK} AND `partition` IS NOT NULL AND `offset` IS NOT NULL"
-ACK_COLUMNS = ("pid", "seq", "tid", "partition", "offset", "send_key")
 
 
 def acked(messages: "DataFrame") -> "DataFrame":
@@ -305,6 +312,13 @@ def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
     not write counts as one more message); an ack is contradicted when the
     position was read and what was read there is not the ack's message. All
     messages seen are one when the smallest and largest pid and seq agree.
+
+    ``acks`` need only be the unconfirmed ones (``unconfirmed`` in the message
+    table): an ack whose message's final reads are all at its position, and
+    only there, cannot decide anything. Another message read there already
+    makes the reads disagree; another ack there is unconfirmed itself, as its
+    message was not read (only) there. Most acks are confirmed, so the
+    grouping shuffles the reads and a few acks, not all of them.
     """
     from pyspark.sql import functions as F
 
@@ -376,8 +390,9 @@ FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpect
          "unknown_found")
 
 # SQL: a row of the message table shows an anomaly (and is kept for the examples); per layout
-FAST_FINDINGS = " OR ".join([*FLAGS, "skipped_mask <> 0", "redelivered_mask <> 0", "ambiguous"])
-EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 0"])
+# ("unconfirmed" rows are kept too: the position table needs their acks)
+FAST_FINDINGS = " OR ".join([*FLAGS, "skipped_mask <> 0", "redelivered_mask <> 0", "ambiguous", "unconfirmed"])
+EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 0", "unconfirmed"])
 POSITION_FINDINGS = "divergent OR foreign"
 
 
