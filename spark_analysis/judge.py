@@ -179,22 +179,32 @@ def _verdicts(table: "DataFrame") -> "DataFrame":
 # --- by message ---------------------------------------------------------------------------------------
 
 
+# The ``kind`` of a tagged row: a send's status (OK, FAIL, INFO: >= 0), or one of these for a read
+LIVE, FINAL = -1, -2
+IS_SEND, IS_LIVE, IS_FINAL = "kind >= 0", f"kind = {LIVE}", f"kind = {FINAL}"
+
+
 def tagged_rows(sends: "DataFrame", reads: "DataFrame") -> "DataFrame":
-    """Sends and reads of kchaos messages in one table, for one grouping by message."""
+    """Sends and reads of kchaos messages in one table, for one grouping by message.
+
+    Seven columns, as narrow as the grouping allows (every row is shuffled):
+    ``kind`` is a send's status or LIVE/FINAL, ``aux`` a send's line key
+    (``_key``) or a read's consumer group id.
+    """
     return sends.selectExpr(
-        "pid", "seq", "true AS is_send", "_key", "tid", "`partition`", "`offset`", "status",
-        "CAST(NULL AS BOOLEAN) AS final", "CAST(NULL AS INT) AS gid",
+        "pid", "seq", "status AS kind", "_key AS aux", "tid", "`partition`", "`offset`",
     ).unionByName(reads.filter("pid IS NOT NULL").selectExpr(
-        "pid", "seq", "false AS is_send", "_key", "tid", "`partition`", "`offset`", "CAST(NULL AS TINYINT) AS status",
-        "final", "gid",
+        "pid", "seq", f"CAST(CASE WHEN final THEN {FINAL} ELSE {LIVE} END AS TINYINT) AS kind",
+        "CAST(gid AS BIGINT) AS aux", "tid", "`partition`", "`offset`",
     ))
 
 
-_WINNER = [f"max_by({c}, _key) FILTER (WHERE is_send) AS {c}" for c in ("status", "tid", "`partition`", "`offset`")]
-_COMMON = ["count_if(is_send) AS n_sends", "max(_key) FILTER (WHERE is_send) AS send_key", *_WINNER,
-           "count_if(NOT is_send AND NOT final) AS n_live",
-           "count_if(NOT is_send AND NOT final AND gid IS NULL) AS n_live_ungrouped",
-           "count_if(NOT is_send AND final) AS n_final"]
+_WINNER = [f"max_by(kind, aux) FILTER (WHERE {IS_SEND}) AS status",
+           *[f"max_by({c}, aux) FILTER (WHERE {IS_SEND}) AS {c}" for c in ("tid", "`partition`", "`offset`")]]
+_COMMON = [f"count_if({IS_SEND}) AS n_sends", f"max(aux) FILTER (WHERE {IS_SEND}) AS send_key", *_WINNER,
+           f"count_if({IS_LIVE}) AS n_live",
+           f"count_if({IS_LIVE} AND aux IS NULL) AS n_live_ungrouped",
+           f"count_if({IS_FINAL}) AS n_final"]
 
 
 def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
@@ -205,12 +215,12 @@ def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
     """
     from pyspark.sql import functions as F
 
-    final = "FILTER (WHERE NOT is_send AND final)"
+    final = f"FILTER (WHERE {IS_FINAL})"
     grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
         *_COMMON,
         *[f"{fn}({c}) {final} AS f_{c.strip('`')}_{fn}" for c in ("tid", "`partition`", "`offset`")
           for fn in ("min", "max")],
-        "bit_or(shiftleft(1L, gid)) FILTER (WHERE NOT is_send AND NOT final AND gid IS NOT NULL) AS live_mask",
+        f"bit_or(shiftleft(1L, CAST(aux AS INT))) FILTER (WHERE {IS_LIVE} AND aux IS NOT NULL) AS live_mask",
     ]])
     maps = _maps(facts)
     one_partition = "(f_tid_min = f_tid_max AND f_partition_min = f_partition_max)"
@@ -266,8 +276,8 @@ def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
 
     grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
         *_COMMON,
-        "collect_set(struct(tid, `partition`, `offset`)) FILTER (WHERE NOT is_send AND final) AS finals",
-        "collect_list(gid) FILTER (WHERE NOT is_send AND NOT final) AS live_groups",
+        f"collect_set(struct(tid, `partition`, `offset`)) FILTER (WHERE {IS_FINAL}) AS finals",
+        f"collect_list(CAST(aux AS INT)) FILTER (WHERE {IS_LIVE}) AS live_groups",
     ]])
     maps = _maps(facts)
     table = grouped.select("*", *[m.alias(name) for name, m in maps.items()]).selectExpr(
