@@ -16,11 +16,11 @@ every row first, several times slower).
   marked ``ambiguous``: one read at final positions in two or more partitions
   (is it in the winning send's partition? which commits is each position
   below?) and one read live by several groups more often than there are
-  groups (which group was handed it twice?). A message read twice in one
-  partition, the usual duplicate (a producer's retry), is settled by the
-  aggregates: its smallest offset is below every commit that any of its
-  offsets is below. Those few are judged again from their reads with
-  set-valued aggregates (``exact_messages``), and replace their rows.
+  groups (which group was handed it twice?). Those few are judged again
+  from their reads with set-valued aggregates (``exact_messages``), and
+  replace their rows. A message read twice in one partition, the usual
+  duplicate (a producer's retry), is not ambiguous: its smallest offset is
+  below every commit that any of its offsets is below.
 - By position: reads and the winning acknowledgements are unioned and grouped
   by (tid, partition, offset) once: divergent (two different messages seen
   there, or an ack contradicted by a read: a min and a max per component say
@@ -328,7 +328,8 @@ def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
     only there, cannot decide anything. Another message read there already
     makes the reads disagree; another ack there is unconfirmed itself, as its
     message was not read (only) there. Most acks are confirmed, so the
-    grouping shuffles the reads and a few acks, not all of them.
+    grouping shuffles the reads and a few acks, not all of them (a history
+    without final reads confirms none: then all of them, as before).
     """
     from pyspark.sql import functions as F
 
