@@ -89,11 +89,25 @@ def literal_ids(ids: dict[str, int], column: str) -> "Column":
     return F.try_element_at(F.create_map(*args), F.col(column))
 
 
+def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
+    """A few rows as a DataFrame of literals, made in the JVM: ``createDataFrame`` on a Python list
+    starts a Python worker to unpickle them (about 2 s a job on this machine)."""
+    from pyspark.sql import functions as F
+
+    if not rows:  # a typed row of nulls over no input row: the columns, none of the values
+        return spark.range(0).select(F.inline(F.array(F.struct(*[F.lit(None).cast(kind).alias(name)
+                                                                  for name, kind in columns]))))
+    structs = [F.struct(*[F.lit(value).cast(kind).alias(name) for (name, kind), value in zip(columns, row)])
+               for row in rows]
+    return spark.range(1).select(F.inline(F.array(*structs)))
+
+
 def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", names: Names) -> Encoded:
     """Replace names by ids, status by a code (0 ok, 1 fail, 2 info) and phase by ``final``."""
     from pyspark.sql import functions as F
 
-    producers = F.broadcast(spark.createDataFrame(list(enumerate(names.producers)), "pid int, producer string"))
+    producers = F.broadcast(literal_table(spark, [("pid", "int"), ("producer", "string")],
+                                          list(enumerate(names.producers))))
     topic_id = literal_ids(names.topic_ids(), "topic")
     group_id = literal_ids(names.group_ids(), "grp")
     status = F.expr(" ".join(["CASE status"] + [f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items()] + ["END"]))

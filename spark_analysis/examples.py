@@ -27,7 +27,7 @@ from checkers.anomalies import ANOMALIES
 from checkers.history import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
-from spark_analysis.encode import Names
+from spark_analysis.encode import Names, literal_table
 from spark_analysis.reader import FileRead, Source, text_lines
 
 if TYPE_CHECKING:
@@ -179,16 +179,6 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
         else:
             pos_acks.append((pos, msg, r["_key"]))  # type: ignore[arg-type]
     return msg_reads, pos_reads, pos_msgs, pos_acks
-
-
-def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
-    """A few rows as a DataFrame of literals, made in the JVM: ``createDataFrame`` on a Python list
-    starts a Python worker to unpickle them (about 2 s a job on this machine)."""
-    from pyspark.sql import functions as F
-
-    structs = [F.struct(*[F.lit(value).cast(kind).alias(name) for (name, kind), value in zip(columns, row)])
-               for row in rows]
-    return spark.range(1).select(F.inline(F.array(*structs)))
 
 
 def _acks_at(acks: list[tuple[Pos, Msg, int]], read_there: dict[Pos, set[Msg | None]]) -> dict[Pos, int]:
