@@ -273,9 +273,9 @@ def reordered_messages(sends: Iterable[Send]) -> set[Msg]:
     reordered: set[Msg] = set()
     for (producer, _, _), seq_offsets in acked.items():
         seq_offsets.sort()
-        highest = -1
+        highest: int | None = None  # of the lower seqs (none yet: an offset below zero is no reorder)
         for seq, offset in seq_offsets:
-            if offset < highest:
+            if highest is not None and offset < highest:
                 reordered.add((producer, seq))
             else:
                 highest = offset

@@ -35,17 +35,17 @@ from checkers.reference import SCENARIO_FILE, load_scenario
 
 from spark_analysis import examples as ex
 from spark_analysis.encode import MAX_MASK_GROUPS, READS_COLUMNS, Encoded, collect_names, encode
-from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, POSITION_METRICS,
-                                  Facts, PositionCounts, acked, acked_lines, exact_message_metrics, exact_messages,
-                                  fast_message_metrics, fast_messages, from_fast, message_counts, observed,
-                                  position_table, reordered_table, sql_conf, tagged_rows)
+from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, Facts,
+                                  PositionCounts, acked, acked_lines, complete_sql, exact_message_metrics,
+                                  exact_messages, fast_message_metrics, fast_messages, from_fast, message_counts,
+                                  observed, position_metrics, position_table, reordered_table, sql_conf, tagged_rows)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
 from spark_analysis.reader import SparkHistory
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 CHECKER = "spark"
 INPUT_FORMATS = ("parquet", "json")
@@ -94,6 +94,11 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     return results
 
 
+def partitions_of(table: "DataFrame", where: str) -> set[tuple[int, int]]:
+    """The (tid, partition) of the rows where ``where`` holds (few: a job's worth of distinct pairs)."""
+    return {(r["tid"], r["partition"]) for r in table.filter(where).select("tid", "partition").distinct().collect()}
+
+
 def input_format(history_format: str | None = None) -> str:
     """"parquet" or "json": the argument, else KCHAOS_SPARK_INPUT, else "parquet"."""
     chosen = history_format or os.environ.get(INPUT_ENV) or "parquet"
@@ -139,17 +144,20 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         names = collect_names(history.sends.records, reads, {g for gs in history.committed.values() for g in gs})
         enc = encode(spark, history.sends.records, reads, names)
     facts = Facts.of(names, history.complete, history.committed)
+    ranges = None if history.ranges is None else {  # ids run from 0; the rest as the Parquet statistics say
+        **history.ranges, "pid": (0, len(names.producers) - 1), "tid": (0, len(names.topics) - 1)}
     tagged = tagged_rows(enc.sends, enc.reads)
+    complete = complete_sql(facts)
     cached = []
     try:
         fast_mode = len(names.groups) <= MAX_MASK_GROUPS
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
             if fast_mode:
-                table = fast_messages(tagged, facts)
-                found, row = observed(table, fast_message_metrics(), FAST_FINDINGS)
+                table = fast_messages(tagged, facts, ranges)
+                found, row = observed(table, fast_message_metrics(complete), FAST_FINDINGS)
             else:  # too many consumer groups for a bit mask: every message the exact way
-                table = exact_messages(tagged, facts)
-                found, row = observed(table, exact_message_metrics(), EXACT_FINDINGS)
+                table = exact_messages(tagged, facts, ranges)
+                found, row = observed(table, exact_message_metrics(complete), EXACT_FINDINGS)
         cached.append(found)
         mc, ambiguous = message_counts(row), int(row["ambiguous"])
         if not fast_mode:
@@ -157,9 +165,9 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         elif ambiguous:
             keys = found.filter("ambiguous").select("pid", "seq")
             rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
-            exact = exact_messages(rows, facts).persist(StorageLevel.MEMORY_AND_DISK)
+            exact = exact_messages(rows, facts, ranges).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
-            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics()).collect()[0].asDict())
+            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete)).collect()[0].asDict())
             messages = from_fast(found).unionByName(exact)
         else:
             messages = from_fast(found)
@@ -175,7 +183,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             cached.append(acks)
         unconfirmed = acked(messages.filter("unconfirmed"))  # from the cached findings: few rows
         with sql_conf(spark, BYPASS_PARTIAL, "true"):
-            positions, row = observed(position_table(enc.reads, unconfirmed), POSITION_METRICS, POSITION_FINDINGS)
+            positions, row = observed(position_table(enc.reads, unconfirmed, ranges), position_metrics(complete),
+                                      POSITION_FINDINGS)
         cached.append(positions)
         pc = PositionCounts.of(row)
         reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them
@@ -205,7 +214,12 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         }
         counts = {name: int(counts[name]) for name in COUNTS}
 
-        parts = {(names.topics[t], p) for t, p in mc.send_partitions | pc.read_partitions} | set(history.complete)
+        # the partitions named outside the complete ones, looked for only when there are some (the reference's
+        # incomplete_partitions); with repeated send lines the winning ones decide, from the message table
+        outside = f"`partition` IS NOT NULL AND NOT {complete}"
+        named = (partitions_of(table if repeats else enc.sends, outside) if mc.outside_complete else set()) | (
+            partitions_of(enc.reads, outside) if pc.outside_complete else set())
+        parts = {(names.topics[t], p) for t, p in named} | set(history.complete)
         incomplete = sorted(p for p in parts if not history.complete.get(p, False))
 
         # The reference's add_notes, in its order.

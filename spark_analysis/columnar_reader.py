@@ -103,7 +103,21 @@ def read_history(spark: "SparkSession", history_dir: Path,
     sends = sources[SENDS.name]
     assert sends is not None
     return SparkHistory(sends=sends, reads=sources[READS.name], events=None, notes=notes, cut_short=not any_final,
-                        complete=final_read_completeness(events), committed=committed, names=names)
+                        complete=final_read_completeness(events), committed=committed, names=names,
+                        ranges=value_ranges(present, RANGED))
+
+
+RANGED = ("seq", "partition", "offset")  # the columns the judge packs into one grouping key when their ranges allow
+
+
+def value_ranges(files: list[ParquetFile], columns: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """(low, high) of each column over these files, from their statistics; a column with no value is left out."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for column in columns:
+        found = [r for f in files if (r := f.value_range(column)) is not None]
+        if found:
+            ranges[column] = (min(low for low, _ in found), max(high for _, high in found))
+    return ranges
 
 
 def _records(spark: "SparkSession", file: ParquetFile, layout: Layout, names: Names) -> "DataFrame":

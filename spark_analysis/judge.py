@@ -38,6 +38,7 @@ ride along the pass that keeps a table's findings (``observed``).
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -53,7 +54,7 @@ Part = tuple[str, int]
 # The tables are grouped on nearly unique keys, where a pre-shuffle partial aggregation only costs time.
 BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
 
-# tid * PART_KEY + partition: one long per partition, a cheap key for literal maps and sets. Kafka's
+# tid * PART_KEY + partition: one long per partition, a cheap key for literal maps. Kafka's
 # partitions are int32 >= 0; a history naming others is refused (``observed``) rather than misjudged.
 PART_KEY = 2 ** 32
 
@@ -79,6 +80,44 @@ def sql_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, old)
+
+
+Ranges = dict[str, tuple[int, int]]  # column -> (low, high) of its values, where known
+MESSAGE_KEY = ("pid", "seq")
+POSITION_KEY = ("tid", "partition", "offset")
+PACKED_KEY = "_packed_key"
+PACKABLE = 2 ** 62  # a range bound farther from zero is not packed (its literal and differences stay far from overflow)
+
+
+def group_by(table: "DataFrame", columns: tuple[str, ...], ranges: Ranges | None, aggregates: list[str]) -> "DataFrame":
+    """``table.groupBy(columns).agg(aggregates)``, grouped on one long when the columns' ranges allow.
+
+    Spark hashes, compares and shuffles one long much faster than a row of
+    several columns: the message grouping took a quarter less CPU with (pid,
+    seq) packed (10 M sends: 30 -> 22.5 CPU s). The packing is mixed radix
+    over the known ranges (ids, Parquet statistics), so it is exact; the
+    columns, never null here, are computed back from it per group. Without
+    ranges (the JSON-lines path), or when they do not fit in 63 bits, the
+    columns themselves are the key.
+    """
+    from pyspark.sql import functions as F
+
+    bounds = [ranges.get(c) for c in columns] if ranges is not None else [None]
+    sizes = [b[1] - b[0] + 1 for b in bounds if b is not None]
+    if (len(sizes) != len(columns) or min(sizes) < 1 or math.prod(sizes) > 2 ** 63
+            or any(abs(v) > PACKABLE for b in bounds if b is not None for v in b)):
+        return table.groupBy(*columns).agg(*[F.expr(e) for e in aggregates])
+    lows = [b[0] for b in bounds if b is not None]
+    packed = f"CAST(`{columns[0]}` - ({lows[0]}L) AS BIGINT)"
+    for column, low, size in zip(columns[1:], lows[1:], sizes[1:]):
+        packed = f"({packed}) * {size}L + (`{column}` - ({low}L))"
+    types = dict(table.dtypes)
+    unpacked, divisor = [], 1
+    for column, low, size in reversed(list(zip(columns, lows, sizes))):
+        unpacked.insert(0, f"CAST(({PACKED_KEY} DIV {divisor}L) % {size}L + ({low}L) AS {types[column]}) AS `{column}`")
+        divisor *= size
+    grouped = table.selectExpr("*", f"{packed} AS {PACKED_KEY}").groupBy(PACKED_KEY).agg(*[F.expr(e) for e in aggregates])
+    return grouped.selectExpr(*unpacked, *[f"`{c}`" for c in grouped.columns if c != PACKED_KEY])
 
 
 # --- facts from the events, as literal maps over ids ----------------------------------------------------
@@ -207,21 +246,19 @@ _COMMON = [f"count_if({IS_SEND}) AS n_sends", f"max(aux) FILTER (WHERE {IS_SEND}
            f"count_if({IS_FINAL}) AS n_final"]
 
 
-def fast_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
+def fast_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = None) -> "DataFrame":
     """One row per message, from fixed-width aggregates only; ``ambiguous`` rows must be judged again.
 
     Columns: those of MESSAGE_COLUMNS, with ``skipped_mask``/``redelivered_mask``
     (bit g: group id g) in place of the arrays, plus ``ambiguous``.
     """
-    from pyspark.sql import functions as F
-
     final = f"FILTER (WHERE {IS_FINAL})"
-    grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
+    grouped = group_by(tagged, MESSAGE_KEY, ranges, [
         *_COMMON,
         *[f"{fn}({c}) {final} AS f_{c.strip('`')}_{fn}" for c in ("tid", "`partition`", "`offset`")
           for fn in ("min", "max")],
         f"bit_or(shiftleft(1L, CAST(aux AS INT))) FILTER (WHERE {IS_LIVE} AND aux IS NOT NULL) AS live_mask",
-    ]])
+    ])
     maps = _maps(facts)
     one_partition = "(f_tid_min = f_tid_max AND f_partition_min = f_partition_max)"
     one = f"({one_partition} AND f_offset_min = f_offset_max)"
@@ -266,19 +303,17 @@ def from_fast(fast: "DataFrame") -> "DataFrame":
           for c in ("skipped", "redelivered")])
 
 
-def exact_messages(tagged: "DataFrame", facts: Facts) -> "DataFrame":
+def exact_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = None) -> "DataFrame":
     """One row per message with set-valued aggregates: right for every message, but sort-based and slow.
 
     Used for the ambiguous messages of ``fast_messages`` (their rows only),
     or for all of them when there are too many consumer groups for a mask.
     """
-    from pyspark.sql import functions as F
-
-    grouped = tagged.groupBy("pid", "seq").agg(*[F.expr(e) for e in [
+    grouped = group_by(tagged, MESSAGE_KEY, ranges, [
         *_COMMON,
         f"collect_set(struct(tid, `partition`, `offset`)) FILTER (WHERE {IS_FINAL}) AS finals",
         f"collect_list(CAST(aux AS INT)) FILTER (WHERE {IS_LIVE}) AS live_groups",
-    ]])
+    ])
     maps = _maps(facts)
     table = grouped.select("*", *[m.alias(name) for name, m in maps.items()]).selectExpr(
         "pid", "seq", "n_sends", "send_key", "status", "tid", "`partition`", "`offset`", "n_live", "n_live_ungrouped",
@@ -315,7 +350,7 @@ def acked_lines(sends: "DataFrame") -> "DataFrame":
 # --- by position --------------------------------------------------------------------------------------
 
 
-def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
+def position_table(reads: "DataFrame", acks: "DataFrame", ranges: Ranges | None = None) -> "DataFrame":
     """One row per position read or acknowledged: read counts, and whether it is divergent or holds a foreign value.
 
     Two reads disagree when they saw different messages (a value kchaos did
@@ -331,21 +366,19 @@ def position_table(reads: "DataFrame", acks: "DataFrame") -> "DataFrame":
     grouping shuffles the reads and a few acks, not all of them (a history
     without final reads confirms none: then all of them, as before).
     """
-    from pyspark.sql import functions as F
-
     tagged = reads.selectExpr(
         "tid", "`partition`", "`offset`", "pid", "seq", "false AS is_ack", "final",
     ).unionByName(acks.selectExpr(
         "tid", "`partition`", "`offset`", "pid", "seq", "true AS is_ack", "CAST(NULL AS BOOLEAN) AS final",
     ))
     read, ack = "NOT is_ack AND pid IS NOT NULL", "is_ack"
-    grouped = tagged.groupBy("tid", "partition", "offset").agg(*[F.expr(e) for e in [
+    grouped = group_by(tagged, POSITION_KEY, ranges, [
         "count_if(NOT is_ack AND NOT final) AS n_live",
         "count_if(NOT is_ack AND final) AS n_final",
         "count_if(NOT is_ack AND pid IS NULL) > 0 AS foreign",
         *[f"{fn}({c}) FILTER (WHERE {cond}) AS {tag}_{c}_{fn}" for tag, cond in (("r", read), ("a", ack))
           for c in ("pid", "seq") for fn in ("min", "max")],
-    ]])
+    ])
     return grouped.selectExpr(
         "tid", "`partition`", "`offset`", "n_live", "n_final", "foreign",
         """coalesce(n_live + n_final > 0 AND (
@@ -389,12 +422,10 @@ class MessageCounts:
     consumer_redelivered: int
     no_partition: int
     ungrouped_live_reads: int
-    send_partitions: set[tuple[int, int]]  # (tid, partition)
+    outside_complete: int  # winning sends naming a partition not known to have had a complete final read
 
     def __add__(self, other: "MessageCounts") -> "MessageCounts":
-        sums = {f: getattr(self, f) + getattr(other, f) for f in MessageCounts.__dataclass_fields__
-                if f != "send_partitions"}
-        return MessageCounts(**sums, send_partitions=self.send_partitions | other.send_partitions)
+        return MessageCounts(**{f: getattr(self, f) + getattr(other, f) for f in MessageCounts.__dataclass_fields__})
 
 
 FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected", "failed_but_present", "unknown",
@@ -407,11 +438,34 @@ EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 
 POSITION_FINDINGS = "divergent OR foreign"
 
 
-def message_metrics(skipped: str, redelivered: str, counted: str = "true") -> list[str]:
+def complete_sql(facts: Facts) -> str:
+    """SQL: a row's (tid, partition) had a complete final read, as runs of partitions per topic.
+
+    Compared, not looked up: observed metrics evaluate every row, and a few
+    comparisons cost less than a set or a map per row.
+    """
+    done: dict[int, list[int]] = {}
+    for (tid, partition), complete in sorted(facts.complete.items()):
+        if complete:
+            done.setdefault(tid, []).append(partition)
+    runs = []
+    for tid, partitions in done.items():
+        start = partitions[0]
+        for before, after in zip(partitions, partitions[1:] + [None]):
+            if after != before + 1:
+                runs.append(f"(tid = {tid} AND `partition` BETWEEN {start} AND {before})")
+                start = after
+    return f"({' OR '.join(runs)})" if runs else "false"
+
+
+def message_metrics(skipped: str, redelivered: str, complete: str, counted: str = "true") -> list[str]:
     """Aggregates over the message table, counting the rows where ``counted`` holds.
 
     Written without FILTER clauses, which observed metrics refuse; the
-    partition range covers every row.
+    partition range covers every row. Rows with a send partition outside
+    ``complete`` (complete_sql) are only counted: the few histories that have
+    any look for those partitions afterwards (a set built per row would cost
+    every check ~4 CPU s at 10 M sends).
     """
     def when(value: str) -> str:
         return f"CASE WHEN {counted} THEN {value} END"
@@ -427,30 +481,32 @@ def message_metrics(skipped: str, redelivered: str, counted: str = "true") -> li
         f"coalesce(sum({when(redelivered)}), 0) AS consumer_redelivered",
         f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
         f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
-        f"collect_set({when(f'CASE WHEN n_sends > 0 THEN tid * {PART_KEY} + `partition` END')}) AS send_partitions",
+        f"count_if({counted} AND n_sends > 0 AND `partition` IS NOT NULL AND NOT {complete}) AS outside_complete",
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
 
-def fast_message_metrics() -> list[str]:
+def fast_message_metrics(complete: str) -> list[str]:
     """``message_metrics`` of ``fast_messages``: the unambiguous rows, and how many are ambiguous."""
-    return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", "NOT ambiguous"),
+    return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", complete, "NOT ambiguous"),
             "count_if(ambiguous) AS ambiguous"]
 
 
-def exact_message_metrics() -> list[str]:
+def exact_message_metrics(complete: str) -> list[str]:
     """``message_metrics`` of rows in the MESSAGE_COLUMNS layout (none ambiguous)."""
-    return [*message_metrics("size(skipped)", "size(redelivered)"), "0L AS ambiguous"]
+    return [*message_metrics("size(skipped)", "size(redelivered)", complete), "0L AS ambiguous"]
 
 
-POSITION_METRICS = [
-    "coalesce(sum(n_live), 0) AS reads_live",
-    "coalesce(sum(n_final), 0) AS reads_final",
-    "count_if(divergent) AS divergent",
-    "count_if(foreign) AS foreign",
-    f"collect_set(CASE WHEN n_live + n_final > 0 THEN tid * {PART_KEY} + `partition` END) AS read_partitions",
-    "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
-]
+def position_metrics(complete: str) -> list[str]:
+    """Aggregates over the position table (read partitions outside ``complete``: as in ``message_metrics``)."""
+    return [
+        "coalesce(sum(n_live), 0) AS reads_live",
+        "coalesce(sum(n_final), 0) AS reads_final",
+        "count_if(divergent) AS divergent",
+        "count_if(foreign) AS foreign",
+        f"count_if(n_live + n_final > 0 AND NOT {complete}) AS outside_complete",
+        "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
+    ]
 
 
 def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFrame", dict[str, Any]]:
@@ -477,8 +533,6 @@ def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFr
 
 def message_counts(row: dict[str, Any]) -> MessageCounts:
     """The counts of a ``message_metrics`` row."""
-    row = dict(row)
-    row["send_partitions"] = {divmod(key, PART_KEY) for key in row["send_partitions"]}
     return MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__})
 
 
@@ -488,10 +542,9 @@ class PositionCounts:
     reads_final: int
     divergent: int
     foreign: int
-    read_partitions: set[tuple[int, int]]  # (tid, partition)
+    outside_complete: int  # positions read in a partition not known to have had a complete final read
 
     @staticmethod
     def of(row: dict[str, Any]) -> "PositionCounts":
-        """The counts of a POSITION_METRICS row."""
-        parts = {divmod(key, PART_KEY) for key in row["read_partitions"]}
-        return PositionCounts(row["reads_live"], row["reads_final"], row["divergent"], row["foreign"], parts)
+        """The counts of a ``position_metrics`` row."""
+        return PositionCounts(*(row[f] for f in PositionCounts.__dataclass_fields__))

@@ -391,6 +391,9 @@ class SparkHistory:
     complete: dict[tuple[str, int], bool]  # per partition with a final-read event: did some read-back finish?
     committed: dict[tuple[str, int], dict[str, int]]  # per partition: group -> committed offset
     names: "Names | None" = None  # set when the records are already encoded (encode.py): the names behind the ids
+    # (low, high) of integer columns over all records, when known without a job (Parquet statistics); a column
+    # missing here holds no value
+    ranges: dict[str, tuple[int, int]] | None = None
 
     def unpersist(self) -> None:
         for f in (self.sends, self.reads, self.events):

@@ -185,6 +185,20 @@ CASES: dict[str, dict[str, list]] = {
                                            final_read(1, high_watermark=1)]),
     "live_without_group": _with(clean(), sends=[send("p0", 3)],
                                 reads=[{**read("p0", 3, 3, phase="live"), "group": None}] * 2),
+    # the judge groups on one long packed from the ranges of pid, seq, partition and offset: near the limit of
+    # a long (a lost, a duplicated and a divergent message among them), and past it (grouped on the columns)
+    "numbers_packed_near_the_limit": {
+        "sends": [send("p0", 0), send("p0", 2 ** 61, offset=2 ** 61), send("p1", 2 ** 61 - 1, offset=5),
+                  send("p1", 7, offset=6)],
+        "reads": [read("p0", 0, 0), read("p0", 2 ** 61, 2 ** 61), read("p0", 2 ** 61, 3),
+                  read("p1", 2 ** 61 - 1, 5), read("p0", 0, 5, phase="live"), read(None, None, 2 ** 61 - 1)],
+        "events": [final_read(high_watermark=2 ** 61 + 1), committed(2 ** 61)],
+    },
+    "numbers_too_far_apart_to_pack": {
+        "sends": [send("p0", -2 ** 62, offset=-2 ** 62), send("p0", 2 ** 62, offset=2 ** 62), send("p0", 0, offset=1)],
+        "reads": [read("p0", -2 ** 62, -2 ** 62), read("p0", 2 ** 62, 2 ** 62), read("p0", 2 ** 62, 0)],
+        "events": [final_read(high_watermark=2 ** 62 + 1), committed(2 ** 62)],
+    },
     "unknown_fields_and_blank_lines": {**clean(), "sends": [{**send("p0", 0), "extra": {"nested": [1]}},
                                                             *clean()["sends"][1:]],
                                        "reads": clean()["reads"][:2] + ["   ", ""] + clean()["reads"][2:]},
@@ -511,3 +525,38 @@ def test_promises_are_read_from_the_scenario(spark: Any, tmp_path: Path) -> None
     h = _with(clean(), reads=[read("p0", 1, 9)])
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
     assert results["promises"] == {"idempotent": True, "ordered": True} and results["valid"] is False
+
+
+@pytest.mark.parametrize("ranges, packed", [
+    ({"a": (-3, 2), "b": (0, 9)}, True),
+    ({"a": (-3, 0), "b": (-2 ** 60, 2 ** 60 - 1)}, True),  # 4 * 2^61 keys: exactly every value of a long >= 0
+    ({"a": (-3, 1), "b": (-2 ** 60, 2 ** 60 - 1)}, False),  # 5 * 2^61: too many
+    ({"a": (-3, 2), "b": (-2 ** 63, 2 ** 63 - 1)}, False),
+    ({"a": (-3, 2)}, False),  # b's range unknown
+    (None, False),
+])
+def test_group_by_packs_the_key_only_when_it_fits(spark: Any, ranges: Any, packed: bool) -> None:
+    from pyspark.sql import functions as F
+
+    from spark_analysis.judge import PACKED_KEY, group_by
+
+    a_low, a_high = (ranges or {}).get("a", (-3, 2))
+    b_low, b_high = (ranges or {}).get("b", (-5, 5))
+    rows = [(a, b, i) for i, (a, b) in enumerate(
+        (a, b) for a in (a_low, a_high, a_low) for b in (b_low, b_high, max(b_low, min(0, b_high))))]
+    table = spark.createDataFrame(rows, "a int, b bigint, v bigint")
+    grouped = group_by(table, ("a", "b"), ranges, ["count(1) AS n", "sum(v) AS total"])
+    assert (PACKED_KEY in grouped._jdf.queryExecution().optimizedPlan().toString()) == packed
+    assert grouped.dtypes == [("a", "int"), ("b", "bigint"), ("n", "bigint"), ("total", "bigint")]
+    expected = table.groupBy("a", "b").agg(F.expr("count(1) AS n"), F.expr("sum(v) AS total"))
+    assert sorted(map(tuple, grouped.collect())) == sorted(map(tuple, expected.collect()))
+
+
+def test_complete_partitions_are_compared_as_runs() -> None:
+    from spark_analysis.judge import Facts, complete_sql
+
+    facts = Facts(complete={(0, 0): True, (0, 1): True, (0, 3): True, (0, 4): False, (1, 2): True, (2, 0): False},
+                  topic_complete={})
+    assert complete_sql(facts) == ("((tid = 0 AND `partition` BETWEEN 0 AND 1) OR (tid = 0 AND `partition` BETWEEN 3 AND 3)"
+                                   " OR (tid = 1 AND `partition` BETWEEN 2 AND 2))")
+    assert complete_sql(Facts(complete={(0, 0): False}, topic_complete={})) == "false"
