@@ -174,6 +174,13 @@ CASES: dict[str, dict[str, list]] = {
     },
     "repeated_sends": _with(clean(), sends=[send("p0", 1, status="info", partition=None),
                                             send("p0", 3, status="fail"), send("p0", 3)]),
+    # only the winning (last) line names the partition: partition 3, named by the first line alone, is not
+    # listed as incomplete
+    "repeated_send_names_another_partition": _with(clean(), sends=[send("p0", 5, partition=3, offset=0),
+                                                                   send("p0", 5, offset=5), send("p0", 6)],
+                                                   reads=[read("p0", 5, 5), read("p0", 6, 6)],
+                                                   events=[final_read(high_watermark=7), committed(3),
+                                                           final_read(1, complete=False)]),
     "no_final_read_event": _with(clean(), sends=[send("p0", 3, partition=2)]),
     "later_complete_wins": _with(clean(), events=[final_read(complete=False), final_read(complete=True)]),
     "cut_short": {"sends": clean()["sends"], "reads": [read("p0", 0, 0, phase="live")],
