@@ -32,8 +32,9 @@ every row first, several times slower).
 
 The few facts taken from events (which partitions had a complete final
 read, each group's committed offsets) are small, so they enter the plan as
-literal maps, not joins. Only aggregates come back to the driver: the counts
-ride along the pass that keeps a table's findings (``observed``).
+literal maps and comparisons (``complete_sql``), not joins. Only aggregates
+come back to the driver: the counts ride along the pass that keeps a
+table's findings (``observed``).
 """
 
 from __future__ import annotations
@@ -172,7 +173,6 @@ def _maps(facts: Facts) -> dict[str, "Column"]:
     commits = {part: F.array(*[F.struct(F.lit(g).cast("int").alias("g"), F.lit(o).cast("bigint").alias("o"))
                                for g, o in groups]) for part, groups in facts.committed.items()}
     return {
-        "_complete": _lit_map({p: F.lit(d) for p, d in facts.complete.items()}, _part_key, "map<bigint,boolean>"),
         "_topic_complete": _lit_map({t: F.lit(d) for t, d in facts.topic_complete.items()},
                                     lambda t: F.lit(t).cast("int"), "map<int,boolean>"),
         "_committed": _lit_map(commits, _part_key, "map<bigint,array<struct<g:int,o:bigint>>>"),
@@ -194,17 +194,39 @@ def _commits_at(tid: str, partition: str) -> str:
             "CAST(array() AS array<struct<g:int,o:bigint>>))")
 
 
-# Looked up only for an acknowledged message not found (the rest do not need it: a lookup per row costs)
-VERIFIABLE = f"""CASE WHEN status = {OK} AND NOT present THEN coalesce(
-                    CASE WHEN `partition` IS NOT NULL THEN try_element_at(_complete, tid * {PART_KEY} + `partition`)
-                         ELSE try_element_at(_topic_complete, tid) END, false) END"""
+def complete_sql(facts: Facts) -> str:
+    """SQL: a row's (tid, partition) had a complete final read, as runs of partitions per topic.
+
+    Compared, not looked up: observed metrics evaluate every row, and a few
+    comparisons cost less than a set or a map per row.
+    """
+    done: dict[int, list[int]] = {}
+    for (tid, partition), complete in sorted(facts.complete.items()):
+        if complete:
+            done.setdefault(tid, []).append(partition)
+    runs = []
+    for tid, partitions in done.items():
+        start = partitions[0]
+        for before, after in zip(partitions, partitions[1:] + [None]):
+            if after != before + 1:
+                runs.append(f"(tid = {tid} AND `partition` BETWEEN {start} AND {before})")
+                start = after
+    return f"({' OR '.join(runs)})" if runs else "false"
 
 
-def _verdicts(table: "DataFrame") -> "DataFrame":
-    """The flags that follow from status, present, verifiable and the final-read count."""
-    table = table.selectExpr("*", f"{VERIFIABLE} AS verifiable")
+def _verdicts(table: "DataFrame", facts: Facts) -> "DataFrame":
+    """The flags that follow from status, present, verifiable and the final-read count.
+
+    ``verifiable`` (the send's partition, else its topic, had a complete final
+    read) is worked out only for an acknowledged message not found: the rest
+    do not need it, and a lookup per row costs.
+    """
+    table = table.selectExpr("*", f"""CASE WHEN status = {OK} AND NOT present THEN coalesce(
+                                        CASE WHEN `partition` IS NOT NULL THEN {complete_sql(facts)}
+                                             ELSE try_element_at(_topic_complete, tid) END, false) END
+                                    AS verifiable""")
     return table.selectExpr(
-        *[c for c in table.columns if c not in ("present", "verifiable", "n_final", "_complete", "_topic_complete")],
+        *[c for c in table.columns if c not in ("present", "verifiable", "n_final", "_topic_complete")],
         f"coalesce(status = {OK} AND NOT present AND verifiable, false) AS lost",
         f"coalesce(status = {OK} AND NOT present AND verifiable AND n_live > 0, false) AS lost_after_read",
         f"coalesce(status = {OK} AND NOT present AND NOT verifiable, false) AS lost_unverifiable",
@@ -271,7 +293,7 @@ def fast_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = Non
         f"""coalesce({ACKED_AT} AND NOT coalesce(n_final > 0 AND {one} AND f_tid_min = tid
                                                    AND f_partition_min = `partition` AND f_offset_min = `offset`,
                                                    false), false) AS unconfirmed""",
-        "_complete", "_topic_complete",
+        "_topic_complete",
         # the groups that committed this partition at all, less those that read the message live, come first:
         # usually none is left, and the offsets need not be looked at
         f"""CASE WHEN n_final > 0
@@ -287,7 +309,7 @@ def fast_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = Non
             OR (bit_count(coalesce(live_mask, 0L)) > 1
                 AND n_live - n_live_ungrouped > bit_count(coalesce(live_mask, 0L))) AS ambiguous""",
     )
-    return _verdicts(table)
+    return _verdicts(table, facts)
 
 
 def mask_groups(mask: str) -> str:
@@ -325,7 +347,7 @@ def exact_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = No
         f"""coalesce({ACKED_AT} AND NOT coalesce(size(finals) = 1 AND finals[0].tid = tid
                                                    AND finals[0].`partition` = `partition`
                                                    AND finals[0].`offset` = `offset`, false), false) AS unconfirmed""",
-        "_complete", "_topic_complete",
+        "_topic_complete",
         f"""array_sort(array_distinct(filter(
                flatten(transform(finals, f -> transform(
                    filter({_commits_at('f.tid', 'f.`partition`')}, c -> f.`offset` < c.o), c -> c.g))),
@@ -333,7 +355,7 @@ def exact_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = No
         "array_sort(array_distinct(filter(live_groups, g -> size(filter(live_groups, h -> h = g)) > 1))) "
         "AS redelivered",
     )
-    return _verdicts(table).select(*MESSAGE_COLUMNS)
+    return _verdicts(table, facts).select(*MESSAGE_COLUMNS)
 
 
 def acked(messages: "DataFrame") -> "DataFrame":
@@ -436,26 +458,6 @@ FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpect
 FAST_FINDINGS = " OR ".join([*FLAGS, "skipped_mask <> 0", "redelivered_mask <> 0", "ambiguous", "unconfirmed"])
 EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 0", "unconfirmed"])
 POSITION_FINDINGS = "divergent OR foreign"
-
-
-def complete_sql(facts: Facts) -> str:
-    """SQL: a row's (tid, partition) had a complete final read, as runs of partitions per topic.
-
-    Compared, not looked up: observed metrics evaluate every row, and a few
-    comparisons cost less than a set or a map per row.
-    """
-    done: dict[int, list[int]] = {}
-    for (tid, partition), complete in sorted(facts.complete.items()):
-        if complete:
-            done.setdefault(tid, []).append(partition)
-    runs = []
-    for tid, partitions in done.items():
-        start = partitions[0]
-        for before, after in zip(partitions, partitions[1:] + [None]):
-            if after != before + 1:
-                runs.append(f"(tid = {tid} AND `partition` BETWEEN {start} AND {before})")
-                start = after
-    return f"({' OR '.join(runs)})" if runs else "false"
 
 
 def message_metrics(skipped: str, redelivered: str, complete: str, counted: str = "true") -> list[str]:
