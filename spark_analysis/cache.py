@@ -48,25 +48,29 @@ class ParquetFile:
         """The whole source lines with these numbers, parsed as the reference parses them."""
         return lines_at_marks(self.source, self.marks, numbers)
 
-    def value_range(self, column: str) -> tuple[int, int] | None:
-        """Smallest and largest value of an integer column, from the row groups' statistics (no rows read).
-
-        None when the column holds no value; the whole int64 range when some
-        row group with values kept no statistics (a wider range is always safe).
-        """
+    def value_ranges(self, columns: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """Smallest and largest value of integer columns, from the row groups' statistics (one footer read,
+        no rows read). A column holding no value is left out; one where some row group with values kept no
+        statistics gets the whole int64 range (a wider range is always safe)."""
         meta = pq.read_metadata(self.path)
-        index = meta.schema.to_arrow_schema().get_field_index(column)
-        low, high = None, None
-        for g in range(meta.num_row_groups):
-            chunk = meta.row_group(g).column(index)
-            stats = chunk.statistics
-            if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
-                continue  # nulls only
-            if stats is None or not stats.has_min_max:
-                return INT64_RANGE
-            low = stats.min if low is None else min(low, stats.min)
-            high = stats.max if high is None else max(high, stats.max)
-        return None if low is None else (int(low), int(high))
+        schema = meta.schema.to_arrow_schema()
+        ranges: dict[str, tuple[int, int]] = {}
+        for column in columns:
+            index = schema.get_field_index(column)
+            low, high = None, None
+            for g in range(meta.num_row_groups):
+                chunk = meta.row_group(g).column(index)
+                stats = chunk.statistics
+                if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+                    continue  # nulls only
+                if stats is None or not stats.has_min_max:
+                    low, high = INT64_RANGE
+                    break
+                low = stats.min if low is None else min(low, stats.min)
+                high = stats.max if high is None else max(high, stats.max)
+            if low is not None:
+                ranges[column] = (int(low), int(high))
+        return ranges
 
 
 def lines_at_marks(path: Path, marks: list[tuple[int, int]], numbers: Iterable[int]) -> dict[int, dict[str, Any]]:

@@ -110,11 +110,12 @@ def read_history(spark: "SparkSession", history_dir: Path,
 RANGED = ("seq", "partition", "offset")  # the columns the judge packs into one grouping key when their ranges allow
 
 
-def value_ranges(files: list[ParquetFile], columns: Iterable[str]) -> dict[str, tuple[int, int]]:
+def value_ranges(files: list[ParquetFile], columns: tuple[str, ...]) -> dict[str, tuple[int, int]]:
     """(low, high) of each column over these files, from their statistics; a column with no value is left out."""
+    per_file = [f.value_ranges(columns) for f in files]
     ranges: dict[str, tuple[int, int]] = {}
     for column in columns:
-        found = [r for f in files if (r := f.value_range(column)) is not None]
+        found = [r[column] for r in per_file if column in r]
         if found:
             ranges[column] = (min(low for low, _ in found), max(high for _, high in found))
     return ranges
