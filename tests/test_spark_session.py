@@ -1,0 +1,58 @@
+"""The checker's Spark configuration by history size, and the JVM accepting what it is given."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spark_analysis.session import (BYTES_PER_PARTITION, C1_ONLY_CODE, MEDIUM_HISTORY, SMALL_HISTORY, jvm_file,
+                                    spark_conf)
+
+
+def java() -> str:
+    """The java that PySpark starts: JAVA_HOME's, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not found:
+        pytest.skip("no java on this machine")
+    return found
+
+
+def options(history_bytes: int | None) -> list[str]:
+    return spark_conf("local[2]", history_bytes)["spark.driver.extraJavaOptions"].split()
+
+
+def test_each_history_size_gets_its_jvm() -> None:
+    small, medium, big, unknown = (options(b) for b in (SMALL_HISTORY - 1, MEDIUM_HISTORY - 1, MEDIUM_HISTORY, None))
+    assert "-XX:TieredStopAtLevel=1" in small and "-XX:+UseSerialGC" in small
+    assert "-XX:TieredStopAtLevel=1" in medium and "-XX:+UseSerialGC" not in medium
+    assert "-XX:TieredStopAtLevel=1" not in big and "-XX:+UseParallelGC" in big
+    assert big == unknown  # an unknown size is sized for a big history
+    assert not any("CompilerDirectivesFile" in o for o in small + medium)  # C1 only: nothing to direct
+    assert spark_conf("local[2]", 50 * BYTES_PER_PARTITION)["spark.sql.shuffle.partitions"] == "50"
+    assert spark_conf("local[2]", SMALL_HISTORY)["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_the_jvm_accepts_the_compiler_directives() -> None:
+    """A directives file the JVM cannot parse stops it from starting: every big check would fail."""
+    [path] = [o.split("=", 1)[1] for o in options(None) if o.startswith("-XX:CompilerDirectivesFile=")]
+    result = subprocess.run([java(), "-XX:+UnlockDiagnosticVMOptions", f"-XX:CompilerDirectivesFile={path}",
+                             "-XX:+CompilerDirectivesPrint", "-version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 compiler directives added" in result.stdout
+    listed = result.stdout.split("matching:", 1)[1].splitlines()[0]
+    assert {p.strip() for p in listed.split(",")} == {f"{c}.*" for c in C1_ONLY_CODE}
+    assert "Exclude:true" in result.stdout.split("c2 directives:", 1)[1].split("Directive:", 1)[0]
+
+
+def test_jvm_files_are_rewritten_only_when_they_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    first = jvm_file("x.txt", "one")
+    stamp = first.stat().st_mtime_ns
+    assert jvm_file("x.txt", "one") == first and first.stat().st_mtime_ns == stamp
+    assert jvm_file("x.txt", "two").read_text() == "two"
+    assert first.parent == tmp_path
