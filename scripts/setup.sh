@@ -3,7 +3,8 @@
 #  1. Debian packages the harness needs (only the missing ones are installed)
 #  2. a Docker engine (dockerd is started by hand when none answers)
 #  3. the virtualenv .venv with the Python dependencies of pyproject.toml
-#  4. the local node image for the default Kafka version (no registry)
+#  4. a class-data-sharing archive of Spark's classes for the checker's JVM
+#  5. the local node image for the default Kafka version (no registry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   echo "up to date"
 fi
+
+step "Spark class archive (the checker's JVM starts from it)"
+.venv/bin/python -m spark_analysis.class_archive
 
 step "Node image"
 .venv/bin/python -m clusters.image

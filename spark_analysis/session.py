@@ -135,9 +135,12 @@ def jvm_file(name: str, text: str) -> Path:
     return path
 
 
-def spark_conf(master: str, history_bytes: int | None = None) -> dict[str, str]:
+def spark_conf(master: str, history_bytes: int | None = None, class_archive: bool = True) -> dict[str, str]:
     """The configuration the checker's session is built with, for a history of this many bytes of JSON
-    lines (None: unknown, sized for a big one; see the module docstring for why)."""
+    lines (None: unknown, sized for a big one; see the module docstring for why), mapping the class
+    archive that set-up made (class_archive.py) when there is one and ``class_archive`` is true."""
+    from spark_analysis.class_archive import usable_archive
+
     log4j = jvm_file("log4j2.properties", LOG4J2)
     small = history_bytes is not None and history_bytes < SMALL_HISTORY
     medium = history_bytes is not None and history_bytes < MEDIUM_HISTORY
@@ -146,6 +149,9 @@ def spark_conf(master: str, history_bytes: int | None = None) -> dict[str, str]:
         SMALL_JVM_OPTIONS if small else MEDIUM_JVM_OPTIONS if medium else BIG_JVM_OPTIONS + (
             " -XX:+UnlockDiagnosticVMOptions -XX:CompilerDirectivesFile="
             f"{jvm_file('compiler-directives.json', COMPILER_DIRECTIVES)}"))
+    archive = usable_archive() if class_archive else None
+    if archive is not None:
+        driver_options += f" -XX:SharedArchiveFile={archive}"
     partitions = str(2 * cores if small else max(8, 4 * cores, -(-(history_bytes or 0) // BYTES_PER_PARTITION)))
     conf = {
         "spark.master": master,

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from checkers.reference import check_run
+from spark_analysis import class_archive
+from spark_analysis.class_archive import write_training_run
 from spark_analysis.session import (BYTES_PER_PARTITION, C1_ONLY_CODE, MEDIUM_HISTORY, SMALL_HISTORY, jvm_file,
                                     spark_conf)
-
-
-def java() -> str:
-    """The java that PySpark starts: JAVA_HOME's, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not found:
-        pytest.skip("no java on this machine")
-    return found
 
 
 def options(history_bytes: int | None) -> list[str]:
@@ -40,7 +32,7 @@ def test_each_history_size_gets_its_jvm() -> None:
 def test_the_jvm_accepts_the_compiler_directives() -> None:
     """A directives file the JVM cannot parse stops it from starting: every big check would fail."""
     [path] = [o.split("=", 1)[1] for o in options(None) if o.startswith("-XX:CompilerDirectivesFile=")]
-    result = subprocess.run([java(), "-XX:+UnlockDiagnosticVMOptions", f"-XX:CompilerDirectivesFile={path}",
+    result = subprocess.run([class_archive.java_command(), "-XX:+UnlockDiagnosticVMOptions", f"-XX:CompilerDirectivesFile={path}",
                              "-XX:+CompilerDirectivesPrint", "-version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 compiler directives added" in result.stdout
@@ -56,3 +48,24 @@ def test_jvm_files_are_rewritten_only_when_they_differ(tmp_path: Path, monkeypat
     assert jvm_file("x.txt", "one") == first and first.stat().st_mtime_ns == stamp
     assert jvm_file("x.txt", "two").read_text() == "two"
     assert first.parent == tmp_path
+
+
+def test_sessions_map_the_class_archive_when_set_up_made_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(class_archive, "ARCHIVE_DIR", tmp_path)
+    assert not any("SharedArchiveFile" in o for o in options(None))  # none made: the JVM starts as before
+    archive = class_archive.archive_path()
+    archive.write_bytes(b"x")
+    for size in (SMALL_HISTORY - 1, MEDIUM_HISTORY - 1, None):
+        assert f"-XX:SharedArchiveFile={archive}" in options(size)
+    making = spark_conf("local[2]", None, class_archive=False)["spark.driver.extraJavaOptions"]
+    assert "SharedArchiveFile" not in making  # the JVM that makes a new archive maps no old one
+
+
+def test_the_training_run_shows_the_anomalies_a_check_looks_for(tmp_path: Path) -> None:
+    """The archive holds the classes its training check loaded: that check must take the paths real ones take."""
+    write_training_run(tmp_path)
+    counts = check_run(tmp_path)["counts"]
+    for anomaly in ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
+                    "unknown_found", "unknown_not_found", "consumer_skipped"):
+        assert counts[anomaly] > 0, anomaly
+    assert counts["acked"] > 500
