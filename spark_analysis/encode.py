@@ -17,7 +17,7 @@ through literal maps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -89,17 +89,35 @@ def literal_ids(ids: dict[str, int], column: str) -> "Column":
     return F.try_element_at(F.create_map(*args), F.col(column))
 
 
-def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
-    """A few rows as a DataFrame of literals, made in the JVM: ``createDataFrame`` on a Python list
-    starts a Python worker to unpickle them (about 2 s a job on this machine)."""
-    from pyspark.sql import functions as F
+def sql_literal(value: Any) -> str:
+    """A Python value as a Spark SQL literal: integers as written, strings as UTF-8 hex (no escaping to get
+    wrong), None as NULL."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return f"CAST(X'{value.encode().hex()}' AS STRING)"
+    raise TypeError(f"no SQL literal for {value!r}")
 
-    if not rows:  # a typed row of nulls over no input row: the columns, none of the values
-        return spark.range(0).select(F.inline(F.array(F.struct(*[F.lit(None).cast(kind).alias(name)
-                                                                  for name, kind in columns]))))
-    structs = [F.struct(*[F.lit(value).cast(kind).alias(name) for (name, kind), value in zip(columns, row)])
-               for row in rows]
-    return spark.range(1).select(F.inline(F.array(*structs)))
+
+def sql_in(column: str, values: Iterable[Any]) -> str:
+    """SQL: ``column`` is one of ``values`` (false for none)."""
+    listed = ", ".join(sql_literal(v) for v in values)
+    return f"`{column}` IN ({listed})" if listed else "false"
+
+
+def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
+    """A few rows as a DataFrame of literals, made in the JVM from one SQL text. (``createDataFrame`` on a
+    Python list starts a Python worker to unpickle them, about 2 s a job here; a Column per value through
+    Py4J took 4-6 s for 240 rows of three.)"""
+    typed = ", ".join(f"CAST(col{i + 1} AS {kind}) AS `{name}`" for i, (name, kind) in enumerate(columns))
+    if not rows:  # the columns, none of the values
+        return spark.range(0).selectExpr(*[f"CAST(NULL AS {kind}) AS `{name}`" for name, kind in columns])
+    values = ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
+    return spark.sql(f"SELECT {typed} FROM VALUES {values}")
 
 
 def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", names: Names) -> Encoded:

@@ -27,7 +27,7 @@ from checkers.anomalies import ANOMALIES
 from checkers.history import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
-from spark_analysis.encode import Names, literal_table
+from spark_analysis.encode import Names, literal_table, sql_in
 from spark_analysis.reader import FileRead, Source, text_lines
 
 if TYPE_CHECKING:
@@ -131,8 +131,8 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
     from pyspark.sql import Window, functions as F
 
     # one scan of the reads for both kinds of lookup: the few rows with a wanted seq or offset
-    near = reads.filter(F.col("seq").isin(sorted({seq for _, seq in msgs}))
-                        | F.col("offset").isin(sorted({offset for _, _, offset in positions})))
+    near = reads.filter(f"{sql_in('seq', sorted({seq for _, seq in msgs}))} "
+                        f"OR {sql_in('offset', sorted({offset for _, _, offset in positions}))}")
     near = near.persist(StorageLevel.MEMORY_AND_DISK)
     parts: list[DataFrame] = []
     if msgs:
@@ -199,15 +199,13 @@ def fetch_lines(spark: "SparkSession", files: list[Source], keys: list[set[int]]
     Lines of JSON files read by Spark (``FileRead``) are found by one filtered
     text scan of them all; a Parquet-cached file finds its own (``lines``).
     """
-    from pyspark.sql import functions as F
-
     found: list[dict[int, dict[str, Any]]] = [{} for _ in files]
     parts = []
     for i, (f, ks) in enumerate(zip(files, keys)):
         if not ks:
             continue
         if isinstance(f, FileRead):
-            parts.append(text_lines(spark, f.path).filter(F.col("_key").isin(sorted(ks)))
+            parts.append(text_lines(spark, f.path).filter(sql_in("_key", sorted(ks)))
                          .selectExpr(f"{i} AS file", "_key", "CAST(value AS binary) AS raw"))
         else:
             found[i] = f.lines(ks)  # type: ignore[attr-defined]

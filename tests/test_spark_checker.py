@@ -567,3 +567,19 @@ def test_complete_partitions_are_compared_as_runs() -> None:
     assert complete_sql(facts) == ("((tid = 0 AND `partition` BETWEEN 0 AND 1) OR (tid = 0 AND `partition` BETWEEN 3 AND 3)"
                                    " OR (tid = 1 AND `partition` BETWEEN 2 AND 2))")
     assert complete_sql(Facts(complete={(0, 0): False}, topic_complete={})) == "false"
+
+
+def test_literal_tables_hold_any_name_and_number(spark: Any) -> None:
+    """Names from a history reach SQL text as literals: quotes, backslashes and any character must survive."""
+    from spark_analysis.encode import literal_table, sql_in
+
+    names = ["p'0", "back\\slash", 'dq"', "é→😀", "", "x' OR '1'='1", "tab\tnew\nline", "$'{}%"]
+    rows = [(i, name, (-2 ** 63 if i % 2 else 2 ** 63 - 1) if i < 2 else i) for i, name in enumerate(names)]
+    rows.append((len(names), None, None))
+    table = literal_table(spark, [("pid", "int"), ("producer", "string"), ("seq", "bigint")], rows)
+    assert table.dtypes == [("pid", "int"), ("producer", "string"), ("seq", "bigint")]
+    assert sorted(map(tuple, table.collect())) == rows
+    empty = literal_table(spark, [("pid", "int"), ("producer", "string")], [])
+    assert empty.dtypes == [("pid", "int"), ("producer", "string")] and empty.count() == 0
+    assert table.filter(sql_in("producer", names[2:4])).select("pid").collect() == [(2,), (3,)]
+    assert table.filter(sql_in("producer", [])).count() == 0
