@@ -100,8 +100,10 @@ def make_archive(path: Path) -> None:
         builder = builder.config(key, value)
     with jvm_output_to(spark_log_path()):
         spark = builder.getOrCreate()
-    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    jvm = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
     try:
+        if jvm is None:
+            raise RuntimeError("this PySpark does not hand over its JVM's process: no class archive")
         with tempfile.TemporaryDirectory(prefix="kchaos-classes-") as tmp:
             run = Path(tmp)
             write_training_run(run)
@@ -110,8 +112,9 @@ def make_archive(path: Path) -> None:
     finally:
         spark.stop()
         # the JVM exits (and writes the archive) when its standard input closes: PySpark's gateway waits on it
-        gateway.proc.stdin.close()
-        gateway.proc.wait(timeout=EXIT_TIMEOUT_S)
+        if jvm is not None:
+            jvm.stdin.close()
+            jvm.wait(timeout=EXIT_TIMEOUT_S)
     if not partial.is_file() or partial.stat().st_size == 0:
         raise RuntimeError(f"the JVM wrote no class archive; see {spark_log_path()}")
     partial.replace(path)

@@ -48,6 +48,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from spark_analysis.class_archive import usable_archive
+
 if TYPE_CHECKING:  # pyspark is imported only when the Spark engine is used: it is slow to import
     from pyspark.sql import SparkSession
 
@@ -139,8 +141,6 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
     """The configuration the checker's session is built with, for a history of this many bytes of JSON
     lines (None: unknown, sized for a big one; see the module docstring for why), mapping the class
     archive that set-up made (class_archive.py) when there is one and ``class_archive`` is true."""
-    from spark_analysis.class_archive import usable_archive
-
     log4j = jvm_file("log4j2.properties", LOG4J2)
     small = history_bytes is not None and history_bytes < SMALL_HISTORY
     medium = history_bytes is not None and history_bytes < MEDIUM_HISTORY

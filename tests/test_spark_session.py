@@ -69,3 +69,14 @@ def test_the_training_run_shows_the_anomalies_a_check_looks_for(tmp_path: Path) 
                     "unknown_found", "unknown_not_found", "consumer_skipped"):
         assert counts[anomaly] > 0, anomaly
     assert counts["acked"] > 500
+
+
+@pytest.mark.parametrize("content", [b"not an archive", None])
+def test_a_jvm_given_a_broken_or_missing_archive_starts_without_it(tmp_path: Path, content: bytes | None) -> None:
+    """A stale archive (a JDK upgraded after set-up) must cost speed, never a check."""
+    archive = tmp_path / "stale.jsa"
+    if content is not None:
+        archive.write_bytes(content)
+    result = subprocess.run([class_archive.java_command(), f"-XX:SharedArchiveFile={archive}", "-version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
