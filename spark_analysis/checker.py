@@ -38,7 +38,8 @@ from spark_analysis.encode import MAX_MASK_GROUPS, READS_COLUMNS, Encoded, colle
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, Facts,
                                   PositionCounts, acked, acked_lines, complete_sql, exact_message_metrics,
                                   exact_messages, fast_message_metrics, fast_messages, from_fast, message_counts,
-                                  observed, position_metrics, position_table, reordered_table, sql_conf, tagged_rows)
+                                  observed, outside_complete_sql, position_metrics, position_table, reordered_table,
+                                  sql_conf, tagged_rows)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
@@ -216,7 +217,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
         # incomplete_partitions); with repeated send lines the winning ones decide, from the message table
-        outside = f"`partition` IS NOT NULL AND NOT {complete}"
+        outside = outside_complete_sql(complete)
         named = (partitions_of(table if repeats else enc.sends, outside) if mc.outside_complete else set()) | (
             partitions_of(enc.reads, outside) if pc.outside_complete else set())
         parts = {(names.topics[t], p) for t, p in named} | set(history.complete)

@@ -103,12 +103,13 @@ def group_by(table: "DataFrame", columns: tuple[str, ...], ranges: Ranges | None
     """
     from pyspark.sql import functions as F
 
-    bounds = [ranges.get(c) for c in columns] if ranges is not None else [None]
-    sizes = [b[1] - b[0] + 1 for b in bounds if b is not None]
-    if (len(sizes) != len(columns) or min(sizes) < 1 or math.prod(sizes) > 2 ** 63
-            or any(abs(v) > PACKABLE for b in bounds if b is not None for v in b)):
+    bounds = [(ranges or {}).get(c) for c in columns]
+    if not all(bounds):
         return table.groupBy(*columns).agg(*[F.expr(e) for e in aggregates])
-    lows = [b[0] for b in bounds if b is not None]
+    lows = [low for low, _ in bounds]
+    sizes = [high - low + 1 for low, high in bounds]
+    if min(sizes) < 1 or math.prod(sizes) > 2 ** 63 or any(abs(v) > PACKABLE for b in bounds for v in b):
+        return table.groupBy(*columns).agg(*[F.expr(e) for e in aggregates])
     packed = f"CAST(`{columns[0]}` - ({lows[0]}L) AS BIGINT)"
     for column, low, size in zip(columns[1:], lows[1:], sizes[1:]):
         packed = f"({packed}) * {size}L + (`{column}` - ({low}L))"
@@ -212,6 +213,16 @@ def complete_sql(facts: Facts) -> str:
                 runs.append(f"(tid = {tid} AND `partition` BETWEEN {start} AND {before})")
                 start = after
     return f"({' OR '.join(runs)})" if runs else "false"
+
+
+def outside_complete_sql(complete: str) -> str:
+    """SQL: a row names a partition not known to have had a complete final read (``complete``: complete_sql).
+
+    One test for the counts (``message_metrics``, ``position_metrics``) and for
+    looking those partitions up afterwards, so a count never promises rows the
+    lookup cannot find.
+    """
+    return f"(`partition` IS NOT NULL AND NOT {complete})"
 
 
 def _verdicts(table: "DataFrame", facts: Facts) -> "DataFrame":
@@ -483,7 +494,7 @@ def message_metrics(skipped: str, redelivered: str, complete: str, counted: str 
         f"coalesce(sum({when(redelivered)}), 0) AS consumer_redelivered",
         f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
         f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
-        f"count_if({counted} AND n_sends > 0 AND `partition` IS NOT NULL AND NOT {complete}) AS outside_complete",
+        f"count_if({counted} AND n_sends > 0 AND {outside_complete_sql(complete)}) AS outside_complete",
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
@@ -506,7 +517,7 @@ def position_metrics(complete: str) -> list[str]:
         "coalesce(sum(n_final), 0) AS reads_final",
         "count_if(divergent) AS divergent",
         "count_if(foreign) AS foreign",
-        f"count_if(n_live + n_final > 0 AND NOT {complete}) AS outside_complete",
+        f"count_if(n_live + n_final > 0 AND {outside_complete_sql(complete)}) AS outside_complete",
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
