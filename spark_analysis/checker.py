@@ -34,7 +34,7 @@ from checkers.history import SENDS_FILE, HistoryError
 from checkers.reference import SCENARIO_FILE, load_scenario
 
 from spark_analysis import examples as ex
-from spark_analysis.encode import MAX_MASK_GROUPS, READS_COLUMNS, Encoded, collect_names, encode
+from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, Facts,
                                   PositionCounts, acked, acked_lines, complete_sql, exact_message_metrics,
                                   exact_messages, fast_message_metrics, fast_messages, from_fast, message_counts,
@@ -139,8 +139,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
     reads = history.reads.records if history.reads is not None else None
     if history.names is not None:  # read from the Parquet caches: already encoded
         names = history.names
-        enc = Encoded(history.sends.records, reads if reads is not None else spark.createDataFrame([], READS_COLUMNS),
-                      names)
+        enc = Encoded(history.sends.records, reads if reads is not None else no_reads(spark), names)
     else:
         names = collect_names(history.sends.records, reads, {g for gs in history.committed.values() for g in gs})
         enc = encode(spark, history.sends.records, reads, names)

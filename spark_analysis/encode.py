@@ -120,6 +120,11 @@ def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: l
     return spark.sql(f"SELECT {typed} FROM VALUES {values}")
 
 
+def no_reads(spark: "SparkSession") -> "DataFrame":
+    """The encoded reads of a history without reads.jsonl: no rows, READS_COLUMNS."""
+    return spark.createDataFrame([], READS_COLUMNS)
+
+
 def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", names: Names) -> Encoded:
     """Replace names by ids, status by a code (0 ok, 1 fail, 2 info) and phase by ``final``."""
     from pyspark.sql import functions as F
@@ -133,7 +138,7 @@ def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None",
                  .select("_key", "pid", "seq", topic_id.cast("int").alias("tid"), "partition", "offset",
                          status.cast("tinyint").alias("status")))
     if reads is None:
-        enc_reads = spark.createDataFrame([], READS_COLUMNS)
+        enc_reads = no_reads(spark)
     else:
         enc_reads = (reads.join(producers, "producer", "left")
                      .select("_key", group_id.cast("int").alias("gid"), F.expr("phase = 'final'").alias("final"),
