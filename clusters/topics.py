@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
@@ -40,33 +38,60 @@ def create_topic(cluster: Cluster, topic: TopicSpec, timeout: float = 60) -> Non
                            f"after {timeout:.0f}s") from None
 
 
+# librdkafka's own errors for "nobody answered": the request may or may not have reached a broker
+NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+# after these a new AdminClient looks for the controller again
+LOOK_AGAIN = NO_ANSWER | {KafkaError.NOT_CONTROLLER}
+
+
+def ask_again(error: KafkaError) -> bool:
+    """Whether a later CreateTopics may succeed where this one failed.
+
+    confluent-kafka does not flag librdkafka's local time-out as retriable, yet
+    after a fault it is the usual answer: the controller just moved, or a
+    connection the fault cut still waits for replies that will never come.
+    """
+    return error.retriable() or error.code() in LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN}
+
+
 def request_topic(cluster: Cluster, new: NewTopic, timeout: float = 60) -> None:
-    """Send CreateTopics until it succeeds; a controller that just moved is asked again.
+    """Send CreateTopics until it succeeds; a controller that moved or did not answer is asked again.
 
     After a fault the AdminClient may still address the old controller
-    (NOT_CONTROLLER) or a broker that does not answer; a retry after a
-    moment reaches the new one. A topic that exists already (an earlier
-    attempt got through) counts as created.
+    (NOT_CONTROLLER) or wait on a connection that no longer answers; the
+    next attempt goes through a new AdminClient that learns the cluster
+    afresh. A topic that exists already (an earlier attempt got through)
+    counts as created.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        future = cluster.admin().create_topics([new], request_timeout=min(15, timeout))[new.topic]
+    request_s = min(15, timeout)
+
+    @retry(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True,
+           retry=retry_if_exception_type(_AskAgain))
+    def attempt() -> None:
+        future = cluster.admin().create_topics([new], request_timeout=request_s)[new.topic]
         try:
-            future.result(timeout=min(15, timeout) + 1)
-            return
+            future.result(timeout=request_s + 1)
+        except TimeoutError:
+            cluster.forget_admin()
+            raise _AskAgain(f"no answer within {request_s:.0f}s") from None
         except KafkaException as e:
             error = e.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
-            retriable = error.retriable() or error.code() in (KafkaError.NOT_CONTROLLER, KafkaError.UNKNOWN)
-            if not retriable or time.monotonic() > deadline:
+            if not ask_again(error):
                 raise ClusterError(f"cannot create topic {new.topic!r}: {error.str()}") from None
-            if error.code() == KafkaError.NOT_CONTROLLER:
+            if error.code() in LOOK_AGAIN:
                 cluster.forget_admin()
-        except TimeoutError:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"cannot create topic {new.topic!r}: no answer within {timeout:.0f}s") from None
-        time.sleep(1)
+            raise _AskAgain(error.str()) from None
+
+    try:
+        attempt()
+    except _AskAgain as e:
+        raise ClusterError(f"cannot create topic {new.topic!r} within {timeout:.0f}s: {e}") from None
+
+
+class _AskAgain(Exception):
+    pass
 
 
 class _NotSettled(Exception):

@@ -16,6 +16,7 @@ from clusters.errors import AdminError, ClusterError
 from clusters.image import kafka_tag, uses_log4j2
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
 from clusters.spec import ClusterSpec, TopicSpec
+from clusters.topics import ask_again
 from harness.errors import HarnessError
 from harness.scenario import load_scenario
 
@@ -199,3 +200,12 @@ def test_only_a_refused_freeze_is_tried_again() -> None:
     assert freeze_refused(refused)
     assert not freeze_refused(docker.errors.APIError("409 Client Error: Container abc is not running"))
     assert not freeze_refused(ClusterError("unable to freeze"))
+
+
+def test_create_topics_is_asked_again_after_no_answer_or_a_moved_controller() -> None:
+    for code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                 KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT):
+        assert ask_again(KafkaError(code)), code
+    for code in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION,
+                 KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION):
+        assert not ask_again(KafkaError(code)), code

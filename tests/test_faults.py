@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -133,6 +134,24 @@ def test_cutting_clients_from_a_broker_leaves_the_cluster_connected(cluster: Clu
     finally:
         fault.heal([broker])
     assert tcp_open(broker.ip, 9092)
+
+
+def test_topic_creation_outlasts_a_controller_the_clients_cannot_reach(cluster: Cluster, rng: random.Random) -> None:
+    """CreateTopics sent down a connection that stopped answering gets librdkafka's local time-out;
+    it is asked again through a new AdminClient once the link is back, not given up."""
+    controller = cluster.controller()
+    topic_on(cluster, controller)  # the AdminClient holds a connection to the controller
+    fault = PartitionFault(cluster, "unused", rng, {"mode": "clients"})
+    fault.apply([controller])
+    healer = threading.Timer(8, fault.heal, args=([controller],))  # past the client's 5 s socket time-out
+    healer.start()
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    try:
+        request_topic(cluster, NewTopic(name, num_partitions=1, replication_factor=3), timeout=60)
+    finally:
+        healer.join()
+    assert tcp_open(controller.ip, 9092)
+    eventually(lambda: cluster.partitions(name)[0].leader is not None, 30, f"{name} has a leader")
 
 
 def test_power_loss_drops_unflushed_messages_and_keeps_fsynced_ones(cluster: Cluster, rng: random.Random) -> None:
