@@ -137,8 +137,9 @@ def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stopped_harness_tears_its_cluster_down(tmp_path: Path, sig: signal.Signals,
                                                   nothing_left: Callable[[str, Path], None]) -> None:
-    proc = subprocess.Popen([*KCHAOS, "run", "scenarios/acks1-leader-kill.yaml", *SHORT, "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # as started from a terminal: a shell's background job (CI) inherits SIGINT ignored, and Python keeps it so
+    proc = subprocess.Popen(["env", "--default-signal=INT", *KCHAOS, "run", "scenarios/acks1-leader-kill.yaml",
+                             *SHORT, "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
     deadline = time.monotonic() + 300
     cluster_id = None
