@@ -42,6 +42,7 @@ def create_topic(cluster: Cluster, topic: TopicSpec, timeout: float = 60) -> Non
 NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 # after these a new AdminClient looks for the controller again
 LOOK_AGAIN = NO_ANSWER | {KafkaError.NOT_CONTROLLER}
+ASK_AGAIN = LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN}
 
 
 def ask_again(error: KafkaError) -> bool:
@@ -51,7 +52,7 @@ def ask_again(error: KafkaError) -> bool:
     after a fault it is the usual answer: the controller just moved, or a
     connection the fault cut still waits for replies that will never come.
     """
-    return error.retriable() or error.code() in LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN}
+    return error.retriable() or error.code() in ASK_AGAIN
 
 
 def request_topic(cluster: Cluster, new: NewTopic, timeout: float = 60) -> None:
@@ -71,8 +72,7 @@ def request_topic(cluster: Cluster, new: NewTopic, timeout: float = 60) -> None:
         future = cluster.admin().create_topics([new], request_timeout=request_s)[new.topic]
         try:
             future.result(timeout=request_s + 1)
-        except TimeoutError:
-            cluster.forget_admin()
+        except TimeoutError:  # the future is still pending: its AdminClient must outlive it (Cluster.admin)
             raise _AskAgain(f"no answer within {request_s:.0f}s") from None
         except KafkaException as e:
             error = e.args[0]
