@@ -2,36 +2,37 @@
 
 from __future__ import annotations
 
-import faulthandler
+import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
+from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.node import LABEL_CLUSTER
 from clusters.spec import ClusterSpec
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """On a crash in native code (librdkafka, the JVM bridge) print only the crashing
-    thread: its frames, with the test that ran, then end up in the last lines of a CI log."""
-    faulthandler.enable(file=sys.stderr, all_threads=False)
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # a short replica lag so that a cut-off follower leaves the ISR within seconds
     spec = ClusterSpec(brokers=3, zookeepers=3, broker_config={"replica.lag.time.max.ms": "8000"})
-    c = Cluster.start(spec, tmp_path_factory.mktemp("cluster"))
+    c = start_owned_cluster(spec, tmp_path_factory.mktemp("cluster"))
     try:
         yield c
     finally:
         c.teardown(logs_to=tmp_path_factory.mktemp("cluster-logs"))
         assert_nothing_left(c.cluster_id, c.workdir)
+
+
+def start_owned_cluster(spec: ClusterSpec, workdir: Path) -> Cluster:
+    """Start a cluster owned by this test process, after removing those of test or harness
+    processes that died (a crash in native code skips every teardown)."""
+    remove_orphans()
+    return Cluster.start(spec, workdir, owner_pid=os.getpid())
 
 
 @pytest.fixture

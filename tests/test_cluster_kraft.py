@@ -26,7 +26,7 @@ from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import create_topic
 from faults.partition import PartitionFault
 from faults.power_loss import PowerLossFault
-from conftest import assert_nothing_left  # the module pytest loaded: tests/ has no __init__.py
+from conftest import assert_nothing_left, start_owned_cluster  # the module pytest loaded: tests/ has no __init__.py
 
 pytestmark = pytest.mark.cluster
 
@@ -39,7 +39,7 @@ def kraft(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     spec = ClusterSpec(kafka_version=version, metadata="kraft", brokers=3, controllers=3,
                        broker_config={"replica.lag.time.max.ms": "8000"})
     started = time.monotonic()
-    cluster = Cluster.start(spec, tmp_path_factory.mktemp(f"kraft-{version}"))
+    cluster = start_owned_cluster(spec, tmp_path_factory.mktemp(f"kraft-{version}"))
     print(f"\nKRaft {version}: 3 controllers + 3 brokers ready in {time.monotonic() - started:.1f}s")
     try:
         yield cluster
