@@ -21,12 +21,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import docker
 import docker.errors
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from clusters import cleanup, config
@@ -45,6 +45,8 @@ from testcontainers.core.container import DockerContainer  # noqa: E402
 from testcontainers.core.network import Network  # noqa: E402
 
 log = logging.getLogger(__name__)
+RDKAFKA_ADMIN_LOG = logging.getLogger("rdkafka.admin")
+T = TypeVar("T")
 
 READY_TIMEOUT_S = 120
 UNKNOWN_TOPIC_GRACE_S = 10   # how long a broker may lag behind the controllers on a new topic
@@ -251,38 +253,78 @@ class Cluster:
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers,
                                        "socket.timeout.ms": 5000, "request.timeout.ms": 5000,
                                        "topic.metadata.refresh.interval.ms": 2000},
-                                      logger=logging.getLogger("rdkafka.admin"))
+                                      logger=RDKAFKA_ADMIN_LOG)
         return self._admin
 
     def forget_admin(self) -> None:
         """Drop the AdminClient; the next call makes a new one that learns the cluster afresh."""
         self._admin = None
 
-    def describe(self, timeout: float = 10) -> Any:
-        """The cluster as the brokers see it: registered brokers and the controller."""
-        return admin_result(self.admin().describe_cluster(request_timeout=timeout), timeout, "describe the cluster")
+    def metadata(self, topic: str | None = None, timeout: float = 10) -> ClusterMetadata:
+        """The cluster as one broker sees it: live brokers, the controller and (with ``topic``) that topic.
+
+        A plain Metadata request (``list_topics``), answered in the calling
+        thread. Not the admin API's DescribeCluster or DescribeTopics: in
+        librdkafka 2.16 their answer to a broker that is rejoining after a
+        restart can fail an assertion (rdkafka_admin.c, ``rko_result``) and
+        abort the whole process.
+        """
+        try:
+            return self.admin().list_topics(topic, timeout=timeout)
+        except KafkaException as e:
+            what = f"describe topic {topic!r}" if topic else "describe the cluster"
+            raise AdminError(f"cannot {what}: {e.args[0].str()}", e.args[0].code()) from None
+
+    def broker_views(self, topic: str | None = None, timeout: float = 5) -> list[ClusterMetadata]:
+        """Each running broker's own metadata, from the brokers that answer within ``timeout``.
+
+        A broker cut off from the KRaft controllers keeps its stale metadata
+        image (it still lists itself, still leads), so a KRaft answer is the
+        one most brokers give. Each broker is asked through a client that
+        knows only it: a new client's first request goes to its bootstrap
+        broker.
+        """
+        def ask(broker: Node) -> ClusterMetadata | None:
+            client = AdminClient({"bootstrap.servers": f"{broker.ip}:{config.CLIENT_PORT}",
+                                  "socket.timeout.ms": int(timeout * 1000)}, logger=RDKAFKA_ADMIN_LOG)
+            try:
+                return client.list_topics(topic, timeout=timeout)
+            except KafkaException:
+                return None
+            finally:
+                del client   # destroyed here, in this thread: no request of it is pending
+
+        answers = _in_parallel([lambda b=b: ask(b) for b in self.brokers if b.running])
+        return [a for a in answers if a is not None]
 
     def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
         """Leader, replicas and ISR of every partition of ``topic``, as the controller recorded them.
 
-        ZooKeeper mode reads ZooKeeper itself; KRaft mode asks a broker, whose
-        metadata image follows the controllers' log (the AdminClient cannot
-        ask the quorum).
+        ZooKeeper mode reads ZooKeeper itself; KRaft mode takes what most
+        brokers say, each from its metadata image, which follows the
+        controllers' log (the AdminClient cannot ask the quorum).
         """
         if not self.kraft:
             return self._partitions_from_zookeeper(topic)
-        desc = self._describe_topic(topic, timeout)
-        return [PartitionState(topic, p.id, p.leader.id if p.leader is not None and p.leader.id >= 0 else None,
-                               tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr))
-                for p in sorted(desc.partitions, key=lambda p: p.id)]
+        return self._partitions_from_brokers(topic, timeout)
 
     @retry(retry=retry_if_exception(unknown_topic),
            stop=stop_after_delay(UNKNOWN_TOPIC_GRACE_S), wait=wait_fixed(0.5), reraise=True)
-    def _describe_topic(self, topic: str, timeout: float) -> Any:
-        """The topic as a broker sees it. Brokers learn a new topic from the controllers' log one
-        after another, so a broker that says "unknown topic" is asked again for a few seconds."""
-        futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=timeout)
-        return admin_result(futures[topic], timeout, f"describe topic {topic!r}")
+    def _partitions_from_brokers(self, topic: str, timeout: float) -> list[PartitionState]:
+        """Brokers learn a new topic from the controllers' log one after another: those that do
+        not know it yet are not counted, and while none does they are asked again for a few seconds."""
+        views = self.broker_views(topic, min(timeout, 5))
+        if not views:
+            raise AdminError(f"cannot describe topic {topic!r}: no broker answered")
+        found = [v.topics[topic] for v in views if v.topics[topic].error is None]
+        if not found:
+            error = views[0].topics[topic].error
+            raise AdminError(f"cannot describe topic {topic!r}: {error.str()}", error.code())
+        ids = sorted({p for t in found for p in t.partitions})
+        return [most_common(PartitionState(topic, p.id, p.leader if p.leader >= 0 else None,
+                                           tuple(p.replicas), tuple(p.isrs))
+                            for t in found if (p := t.partitions.get(i)) is not None)
+                for i in ids]
 
     def _zookeeper(self) -> ZooKeeperMetadata:
         if self._zk is None:
@@ -297,7 +339,10 @@ class Cluster:
         """
         if not self.kraft:
             return self._zookeeper().broker_ids()
-        return {n.id for n in self.describe().nodes}
+        views = self.broker_views()
+        if not views:
+            raise ClusterError("cannot describe the cluster: no broker answered")
+        return {b.node_id for b in self.brokers if sum(b.node_id in v.brokers for v in views) * 2 > len(views)}
 
     def _partitions_from_zookeeper(self, topic: str) -> list[PartitionState]:
         zk = self._zookeeper()
@@ -314,18 +359,20 @@ class Cluster:
                 return self.broker(p.leader) if p.leader is not None else None
         raise ClusterError(f"topic {topic!r} has no partition {partition}")
 
-    def controller(self, timeout: float = 10) -> Node:
+    def controller(self) -> Node:
         """The active controller: a broker in ZooKeeper mode, the quorum leader in KRaft mode.
 
-        In KRaft mode describe_cluster names a random broker as "controller",
-        so the leader is read from the controllers' own election records.
+        ZooKeeper mode reads the election's winner from ZooKeeper (a broker's
+        metadata may still name the last one); in KRaft mode a broker's metadata
+        names a random broker as "controller", so the leader is read from the
+        controllers' own election records.
         """
         if self.kraft:
             return self._active_controller()
-        desc = self.describe(timeout)
-        if desc.controller is None or desc.controller.id < 0:
+        controller = self._zookeeper().controller_id()
+        if controller is None:
             raise ClusterError("the cluster has no active controller")
-        return self.broker(desc.controller.id)
+        return self.broker(controller)
 
     def _quorum(self) -> QuorumState | None:
         """The newest KRaft election any controller recorded."""
@@ -378,12 +425,11 @@ class Cluster:
         (In KRaft mode the controllers were ready before any broker started.)
         """
         try:
-            desc = self.describe(timeout=5)
+            found = self.metadata(timeout=5)
         except ClusterError:
             return self.brokers
-        registered = {n.id for n in desc.nodes}
-        missing = [b for b in self.brokers if b.node_id not in registered]
-        if not missing and not self.kraft and (desc.controller is None or desc.controller.id < 0):
+        missing = [b for b in self.brokers if b.node_id not in found.brokers]
+        if not missing and not self.kraft and found.controller_id < 0:
             return self.brokers
         return missing
 
@@ -491,6 +537,11 @@ class _NeverReady(Exception):
         self.why = why
 
 
+def most_common(answers: Iterable[T]) -> T:
+    """The answer given most often (the first of those tied)."""
+    return Counter(answers).most_common(1)[0][0]
+
+
 def admin_result(future: Future[Any], timeout: float, what: str) -> Any:
     """The result of an AdminClient future; a Kafka error or a time-out becomes a one-line ClusterError."""
     try:
@@ -515,7 +566,6 @@ def zookeeper_mode(ip: str, timeout: float = 2) -> str | None:
     return None
 
 
-def _in_parallel(actions: list[Callable[[], object]]) -> None:
+def _in_parallel(actions: list[Callable[[], T]]) -> list[T]:
     with ThreadPoolExecutor(max_workers=max(1, len(actions))) as pool:
-        for future in [pool.submit(a) for a in actions]:
-            future.result()
+        return [future.result() for future in [pool.submit(a) for a in actions]]

@@ -1,6 +1,6 @@
 """The KRaft quorum as the controllers record it: who leads, in which epoch.
 
-In KRaft mode describe_cluster's "controller" is a random broker, not the
+In KRaft mode the "controller" in a broker's metadata is a random broker, not the
 active controller, and the AdminClient here cannot ask the quorum itself.
 Every controller, though, writes its view of the election (leader id and
 epoch) to ``quorum-state`` in its metadata log dir at each transition,

@@ -42,7 +42,9 @@ def create_topic(cluster: Cluster, topic: TopicSpec, timeout: float = 60) -> Non
 NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 # after these a new AdminClient looks for the controller again
 LOOK_AGAIN = NO_ANSWER | {KafkaError.NOT_CONTROLLER}
-ASK_AGAIN = LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN}
+# the replication factor fits the cluster (TopicSpec.validate), so a controller that counts too few
+# live brokers is still learning of one that just started, or one is down for a while
+ASK_AGAIN = LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN, KafkaError.INVALID_REPLICATION_FACTOR}
 
 
 def ask_again(error: KafkaError) -> bool:
@@ -51,6 +53,9 @@ def ask_again(error: KafkaError) -> bool:
     confluent-kafka does not flag librdkafka's local time-out as retriable, yet
     after a fault it is the usual answer: the controller just moved, or a
     connection the fault cut still waits for replies that will never come.
+    INVALID_REPLICATION_FACTOR is asked again too: the request was checked
+    against the cluster's size before it was sent, so the controller's
+    refusal means that it does not count every broker as alive yet.
     """
     return error.retriable() or error.code() in ASK_AGAIN
 

@@ -30,13 +30,20 @@ class ZooKeeperMetadata:
         except KazooTimeoutError:
             raise ClusterError(f"cannot reach ZooKeeper at {hosts}") from None
 
-    def _json(self, path: str) -> dict:
+    def _read(self, path: str) -> bytes | None:
+        """The znode's data, None when it does not exist."""
         try:
             data, _ = self._client.get(path)
         except NoNodeError:
-            raise ClusterError(f"ZooKeeper has no {path}") from None
+            return None
         except (KazooException, KazooTimeoutError) as e:
             raise ClusterError(f"cannot read {path} from ZooKeeper: {type(e).__name__}") from None
+        return data
+
+    def _json(self, path: str) -> dict:
+        data = self._read(path)
+        if data is None:
+            raise ClusterError(f"ZooKeeper has no {path}")
         return json.loads(data)
 
     def broker_ids(self) -> set[int]:
@@ -45,6 +52,11 @@ class ZooKeeperMetadata:
             return {int(b) for b in self._client.get_children("/brokers/ids")}
         except (KazooException, KazooTimeoutError) as e:
             raise ClusterError(f"cannot list /brokers/ids in ZooKeeper: {type(e).__name__}") from None
+
+    def controller_id(self) -> int | None:
+        """The broker that won the last controller election, None while there is none."""
+        data = self._read("/controller")
+        return None if data is None else int(json.loads(data)["brokerid"])
 
     def replicas(self, topic: str) -> dict[int, list[int]]:
         assignment = self._json(f"/brokers/topics/{topic}")["partitions"]

@@ -202,10 +202,10 @@ def test_only_a_refused_freeze_is_tried_again() -> None:
     assert not freeze_refused(ClusterError("unable to freeze"))
 
 
-def test_create_topics_is_asked_again_after_no_answer_or_a_moved_controller() -> None:
+def test_create_topics_is_asked_again_after_no_answer_a_moved_controller_or_a_broker_it_misses() -> None:
     for code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
-                 KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT):
+                 KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT, KafkaError.INVALID_REPLICATION_FACTOR):
         assert ask_again(KafkaError(code)), code
-    for code in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION,
+    for code in (KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION,
                  KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION):
         assert not ask_again(KafkaError(code)), code
