@@ -260,8 +260,8 @@ class Cluster:
         """Drop the AdminClient; the next call makes a new one that learns the cluster afresh."""
         self._admin = None
 
-    def metadata(self, topic: str | None = None, timeout: float = 10) -> ClusterMetadata:
-        """The cluster as one broker sees it: live brokers, the controller and (with ``topic``) that topic.
+    def metadata(self, timeout: float = 10) -> ClusterMetadata:
+        """The cluster as one broker sees it: the live brokers and the controller.
 
         A plain Metadata request (``list_topics``), answered in the calling
         thread. Not the admin API's DescribeCluster or DescribeTopics: in
@@ -270,10 +270,9 @@ class Cluster:
         abort the whole process.
         """
         try:
-            return self.admin().list_topics(topic, timeout=timeout)
+            return self.admin().list_topics(timeout=timeout)
         except KafkaException as e:
-            what = f"describe topic {topic!r}" if topic else "describe the cluster"
-            raise AdminError(f"cannot {what}: {e.args[0].str()}", e.args[0].code()) from None
+            raise AdminError(f"cannot describe the cluster: {e.args[0].str()}", e.args[0].code()) from None
 
     def broker_views(self, topic: str | None = None, timeout: float = 5) -> list[ClusterMetadata]:
         """Each running broker's own metadata, from the brokers that answer within ``timeout``.
