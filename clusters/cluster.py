@@ -272,7 +272,7 @@ class Cluster:
         try:
             return self.admin().list_topics(timeout=timeout)
         except KafkaException as e:
-            raise AdminError(f"cannot describe the cluster: {e.args[0].str()}", e.args[0].code()) from None
+            raise AdminError.answered("describe the cluster", e.args[0]) from None
 
     def broker_views(self, topic: str | None = None, timeout: float = 5) -> list[ClusterMetadata]:
         """Each running broker's own metadata, from the brokers that answer within ``timeout``.
@@ -284,6 +284,8 @@ class Cluster:
         broker.
         """
         def ask(broker: Node) -> ClusterMetadata | None:
+            if not broker.running:   # a stopped broker would only cost the whole timeout
+                return None
             client = AdminClient({"bootstrap.servers": f"{broker.ip}:{config.CLIENT_PORT}",
                                   "socket.timeout.ms": int(timeout * 1000)}, logger=RDKAFKA_ADMIN_LOG)
             try:
@@ -293,7 +295,7 @@ class Cluster:
             finally:
                 del client   # destroyed here, in this thread: no request of it is pending
 
-        answers = _in_parallel([lambda b=b: ask(b) for b in self.brokers if b.running])
+        answers = _in_parallel([lambda b=b: ask(b) for b in self.brokers])
         return [a for a in answers if a is not None]
 
     def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
@@ -318,7 +320,7 @@ class Cluster:
         found = [v.topics[topic] for v in views if v.topics[topic].error is None]
         if not found:
             error = views[0].topics[topic].error
-            raise AdminError(f"cannot describe topic {topic!r}: {error.str()}", error.code())
+            raise AdminError.answered(f"describe topic {topic!r}", error)
         ids = sorted({p for t in found for p in t.partitions})
         return [most_common(PartitionState(topic, p.id, p.leader if p.leader >= 0 else None,
                                            tuple(p.replicas), tuple(p.isrs))
@@ -546,7 +548,7 @@ def admin_result(future: Future[Any], timeout: float, what: str) -> Any:
     try:
         return future.result(timeout=timeout)
     except KafkaException as e:
-        raise AdminError(f"cannot {what}: {e.args[0].str()}", e.args[0].code()) from None
+        raise AdminError.answered(what, e.args[0]) from None
     except TimeoutError:
         raise AdminError(f"cannot {what}: no answer within {timeout:.0f}s") from None
 

@@ -1,5 +1,9 @@
 """The one error type the cluster stage raises for problems a user can act on."""
 
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
 
 class ClusterError(RuntimeError):
     """A cluster could not be built, started, reached or torn down.
@@ -15,3 +19,8 @@ class AdminError(ClusterError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+    @classmethod
+    def answered(cls, what: str, error: KafkaError) -> "AdminError":
+        """``cannot <what>: <librdkafka's message>``, keeping the error's code."""
+        return cls(f"cannot {what}: {error.str()}", error.code())

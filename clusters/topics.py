@@ -42,8 +42,6 @@ def create_topic(cluster: Cluster, topic: TopicSpec, timeout: float = 60) -> Non
 NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 # after these a new AdminClient looks for the controller again
 LOOK_AGAIN = NO_ANSWER | {KafkaError.NOT_CONTROLLER}
-# the replication factor fits the cluster (TopicSpec.validate), so a controller that counts too few
-# live brokers is still learning of one that just started, or one is down for a while
 ASK_AGAIN = LOOK_AGAIN | {KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN, KafkaError.INVALID_REPLICATION_FACTOR}
 
 
