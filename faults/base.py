@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.node import Node
+from clusters.spec import ClusterSpec
 from faults.targets import CLIENT_TARGETS, NODE_TARGETS, choose_clients, choose_targets
 from workloads.client import Client
 
@@ -25,6 +26,14 @@ Victim = TypeVar("Victim", Node, Client)
 
 class FaultError(RuntimeError):
     """A fault could not be applied or healed, or did not take effect."""
+
+
+class FaultSkipped(Exception):
+    """Raised by ``apply`` before it changes anything: this application has nothing to do right now.
+
+    The schedule records it in events.jsonl (``phase: skipped`` with the
+    reason) and goes on; a run in which no fault took effect is not judged.
+    """
 
 
 class Fault(ABC, Generic[Victim]):
@@ -60,6 +69,14 @@ class Fault(ABC, Generic[Victim]):
             sort = "workload client" if cls.targets == CLIENT_TARGETS else "node"
             raise FaultError(f"{cls.kind} hits a {sort}: target must be one of {', '.join(cls.targets)}, "
                              f"not {target!r}")
+
+    @classmethod
+    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+        """Refuse, before anything starts, a plan that could never do anything on this cluster (FaultError).
+
+        The default accepts every plan; a fault whose plan can be empty by
+        construction (a partition that cuts nobody) overrides it.
+        """
 
     def choose(self, target: str) -> list[Victim]:
         """The nodes this application hits; empty when there is nothing to hit right now."""

@@ -5,7 +5,9 @@ interval (within its bounds) after the previous start, holds for its
 duration, and heals. Nothing starts that could not heal before the end of
 the load, and ``stop()`` heals whatever is active. Every application and heal
 is one ``fault`` line in events.jsonl (``phase`` start / heal; ``targets``
-are node names, or client names as they were when the fault hit). A fault that
+are node names, or client names as they were when the fault hit); an
+application that found no victim or nothing to do is one line with ``phase``
+skipped and the reason in ``detail``. A fault that
 cannot be applied or healed stops the schedule; the run then heals and exits 2.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusters.cluster import Cluster
-from faults.base import Fault, FaultError
+from faults.base import Fault, FaultError, FaultSkipped
 from faults.registry import FAULTS
 from workloads.client import Client
 from workloads.history import History
@@ -72,6 +74,7 @@ class Nemesis:
         self.warmup_s = warmup_s
         self.load_s = load_s
         self.applied = 0
+        self.skipped = 0   # applications recorded as skipped (no victim, or nothing to do)
         self.active: list[ActiveFault] = []   # outermost first; healed innermost first
         self.error: FaultError | None = None
         self._stop = threading.Event()
@@ -145,15 +148,31 @@ class Nemesis:
         else:
             victims = [v for v in victims if getattr(v, "running", True)]
         if not victims:
-            log.info("no %s to %s right now; skipped", plan.target, plan.kind)
+            self._skip(plan, [], f"no {plan.target} to hit right now")
             return None
         # active before apply: a fault that breaks half its victims and fails is still healed
         active = ActiveFault(plan, fault, victims, [v.name for v in victims], self.history.clock.now_ns(), "")
         self.active.append(active)
-        active.detail = fault.apply(victims)
+        try:
+            active.detail = fault.apply(victims)
+        except FaultSkipped as e:  # it changed nothing: nothing to heal
+            self.active.remove(active)
+            self._skip(plan, active.names, str(e))
+            return None
         self.applied += 1
         self._record(active, "start", None)
         return active
+
+    def _skip(self, plan: FaultPlan, names: list[str], reason: str) -> None:
+        """Record an application that did not happen, and why (its nested fault cannot happen either)."""
+        log.info("%s on %s skipped: %s", plan.kind, plan.target, reason)
+        self.skipped += 1
+        now = self.history.clock.now_ns()
+        self.history.event("fault", fault=plan.kind, phase="skipped", target=plan.target,
+                           options=dict(plan.options), targets=names, start_ns=now, end_ns=now,
+                           detail=reason, time_ns=now)
+        if plan.then is not None:
+            self._skip(plan.then, [], f"its outer {plan.kind} was skipped")
 
     def _heal_innermost(self) -> None:
         if not self.active:

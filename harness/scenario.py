@@ -223,7 +223,23 @@ class Scenario(Strict):
             self.topic_spec().validate(self.cluster.brokers)
         except ClusterError as e:
             raise ValueError(str(e)) from None
+        self._faults_can_act()
         return self
+
+    def _faults_can_act(self) -> None:
+        """Every fault (and nested fault) could do something on this cluster: no silent no-op."""
+        spec = self.cluster_spec()
+        for i, fault in enumerate(self.faults):
+            nested = fault.then
+            checks = [(f"faults.{i}", fault.kind, fault.target, fault.options)]
+            if nested is not None:
+                target = fault.target if nested.target == SAME else nested.target
+                checks.append((f"faults.{i}.then", nested.kind, target, nested.options))
+            for where, kind, target, options in checks:
+                try:
+                    FAULTS[kind].check_plan(target, options, spec)
+                except FaultError as e:
+                    raise ValueError(f"{where}: {e}") from None
 
     def cluster_spec(self) -> ClusterSpec:
         c = self.cluster
