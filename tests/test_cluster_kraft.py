@@ -13,13 +13,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from clusters.cluster import Cluster
-from clusters.errors import ClusterError
 from clusters.image import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
 from clusters.node import Node
 from clusters.spec import ClusterSpec, TopicSpec
@@ -27,6 +26,7 @@ from clusters.topics import create_topic
 from faults.partition import PartitionFault
 from faults.power_loss import PowerLossFault
 from conftest import assert_nothing_left, start_owned_cluster  # the module pytest loaded: tests/ has no __init__.py
+from waiting import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -47,20 +47,6 @@ def kraft(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         cluster.teardown(logs_to=tmp_path_factory.mktemp(f"kraft-{version}-logs"))
         assert_nothing_left(cluster.cluster_id, cluster.workdir)
         assert not cluster.workdir.exists()
-
-
-def eventually(check: Callable[[], object], timeout_s: float, what: str) -> object:
-    """Poll ``check`` until it returns something truthy; a cluster that does not answer counts as not yet."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except ClusterError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
 
 
 def test_nodes_quorum_and_ids(kraft: Cluster) -> None:

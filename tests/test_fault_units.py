@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from itertools import combinations
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from faults.schedule import SAME, FaultPlan, Nemesis
 from workloads.history import History, RunClock
 from faults.partition import PartitionFault, ring_grudges
 from faults.registry import FAULTS
+from waiting import eventually
 
 
 class Named:
@@ -79,8 +79,8 @@ def test_a_nested_fault_hits_the_same_victims_inside_its_outer_fault(tmp_path: P
     outer = FaultPlan("recorded", "leader-x", (60, 60), 1.0, (("tag", "outer"),), then=inner)
     nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=1.5)  # type: ignore[arg-type]
     nemesis.start()
-    time.sleep(0.45)
-    assert nemesis.current == "recorded leader-x + recorded leader-x"
+    eventually(lambda: nemesis.current == "recorded leader-x + recorded leader-x", 5,
+               "the inner fault runs inside the outer one", interval_s=0.01)
     nemesis._thread.join(timeout=5)
     nemesis.stop()
     history.close()
@@ -99,7 +99,7 @@ def test_stopping_heals_nested_faults_innermost_first(tmp_path: Path, monkeypatc
     outer = FaultPlan("recorded", "n1", (60, 60), 20, (("tag", "outer"),), then=inner)
     nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=60)  # type: ignore[arg-type]
     nemesis.start()
-    time.sleep(0.4)
+    eventually(lambda: ("apply", "inner", ("n1",)) in Recorded.calls, 5, "the inner fault is applied", interval_s=0.01)
     nemesis.stop()
     history.close()
     assert [c[:2] for c in Recorded.calls] == [("apply", "outer"), ("apply", "inner"), ("heal", "inner"),

@@ -6,14 +6,13 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from clusters.cluster import Cluster
-from clusters.errors import ClusterError
 from clusters.node import Node, tcp_open
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic, request_topic
@@ -22,21 +21,9 @@ from faults.partition import PartitionFault
 from faults.pause import PauseFault
 from faults.power_loss import PowerLossFault
 from faults.slow_network import SlowNetworkFault
+from waiting import eventually
 
 pytestmark = pytest.mark.cluster
-
-
-def eventually(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``check`` until true; a cluster that does not answer (a frozen broker) counts as not yet."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except ClusterError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
 
 
 def topic_on(cluster: Cluster, broker: Node, config: dict[str, str] | None = None) -> str:

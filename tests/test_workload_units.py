@@ -4,7 +4,6 @@ the harness's bookkeeping, and workload processes that are killed, stopped or or
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from workloads.messages import decode, encode
 from workloads.pending import PendingSends
 from workloads.producer import ProducerClient, outcome
 from workloads.protocol import BatchDone, Completed, End, Hello, Invoked, Polled, Processed, Withdrawn
+from waiting import eventually
 
 
 def test_values_carry_producer_and_seq_at_the_requested_size() -> None:
@@ -40,8 +40,10 @@ def test_only_definite_refusals_are_failures() -> None:
 def test_history_is_flushed_within_a_second_and_fsynced_on_close(tmp_path: Path) -> None:
     writer = HistoryWriter(tmp_path / "history" / "sends.jsonl")
     writer.write({"producer": "p0", "seq": 0})
-    time.sleep(FLUSH_INTERVAL_S * 3)
-    assert json.loads((tmp_path / "history" / "sends.jsonl").read_text()) == {"producer": "p0", "seq": 0}
+    written = tmp_path / "history" / "sends.jsonl"
+    eventually(lambda: written.read_text().endswith("\n"), FLUSH_INTERVAL_S * 3, "the line is flushed",
+               interval_s=0.02, ignoring=(FileNotFoundError,))
+    assert json.loads(written.read_text()) == {"producer": "p0", "seq": 0}
     writer.write({"producer": "p0", "seq": 1})
     writer.close()
     writer.close()
@@ -204,9 +206,7 @@ def test_a_killed_producer_process_leaves_its_in_flight_seqs_as_info(tmp_path: P
     p.start()
     try:
         p.wait_started()
-        deadline = time.monotonic() + 30
-        while len(p.pending) < 1000 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(lambda: len(p.pending) >= 1000, 30, "1000 sends in flight", interval_s=0.1)
         pid = p.pid
         p.kill()
         assert not p.running and not Path(f"/proc/{pid}").exists()
@@ -225,7 +225,7 @@ def test_a_stopped_producer_process_reports_what_is_still_in_flight(tmp_path: Pa
     p = ProducerClient("p0", NO_BROKER, "t", {}, sends, RunClock(), rate=500, flush_timeout_s=0.5)
     p.start()
     p.wait_started()
-    time.sleep(1)
+    eventually(lambda: len(p.pending) > 0, 30, "sends in flight", interval_s=0.05)
     p.stop()
     sends.close()
     rows = [json.loads(line) for line in (tmp_path / "sends.jsonl").read_text().splitlines()]
