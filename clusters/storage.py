@@ -1,15 +1,19 @@
 """A node's data directory: an ext4 file system on its own loop device.
 
-The power-loss fault needs the data to sit on a block device of its own, so
-that a copy of the backing file taken right after SIGKILL holds exactly what
-reached the device. Backing files end in ``.kchaos.img`` so that leftovers of
-a harness that was killed can be found (see clusters/cleanup.py).
+The power-loss fault needs the data to sit on a block device of its own: it
+cuts the file system off its device (nothing more reaches it) and copies the
+backing file, which then holds exactly what had reached the device. Backing
+files end in ``.kchaos.img`` so that leftovers of a harness that was killed
+can be found (see clusters/cleanup.py).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from clusters.errors import ClusterError
 
 IMAGE_SUFFIX = ".kchaos.img"
 FILLER = "kchaos-disk-full"
+EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32) in linux/fs/ext4/ext4.h
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2  # shut down flushing neither dirty pages nor the journal
 
 
 def run(cmd: list[str], what: str) -> str:
@@ -36,6 +42,7 @@ class LoopVolume:
     mountpoint: Path
     size_mb: int
     device: str | None = None
+    power_cut: bool = False  # the mounted file system no longer writes to its device
 
     def create(self) -> "LoopVolume":
         self.image.parent.mkdir(parents=True, exist_ok=True)
@@ -47,12 +54,57 @@ class LoopVolume:
         run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], f"mounting {self.device}")
         return self
 
+    def cut_power(self) -> None:
+        """From now on nothing reaches the device: the disk stays as it is at this instant.
+
+        The writes of a killed process still sit in the host's page cache,
+        and writeback would push them to the loop device at any time, even
+        while its backing file is being copied. ext4's shutdown ioctl with no
+        flush (fstests' way to simulate a crash) drops them: dirty pages are
+        never written, the journal stops, every later access fails with EIO.
+        (``blockdev --setro`` would not do: the block layer only warns and
+        writes anyway.) Then we wait for the requests already in flight.
+        """
+        fd = self._open_own_mount()
+        try:
+            fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
+        except OSError as e:
+            raise ClusterError(f"cannot cut {self.mountpoint} off {self.device}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        self.power_cut = True
+        self._await_quiet_device()
+
+    def _open_own_mount(self) -> int:
+        """A descriptor of the mountpoint, checked to be this volume's file system (never the host's)."""
+        if self.device is None:
+            raise ClusterError(f"{self.image.name} is not attached to a loop device")
+        try:
+            fd = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            raise ClusterError(f"cannot open {self.mountpoint}: {e.strerror}") from None
+        if os.fstat(fd).st_dev != os.stat(self.device).st_rdev:
+            os.close(fd)
+            raise ClusterError(f"{self.mountpoint} is not the file system of {self.device}")
+        return fd
+
+    def _await_quiet_device(self, timeout_s: float = 30) -> None:
+        """Wait until the loop device has no request in flight: its backing file is then final."""
+        inflight = Path("/sys/block") / Path(str(self.device)).name / "inflight"  # "reads writes"
+        deadline = time.monotonic() + timeout_s
+        while (left := sum(int(n) for n in inflight.read_text().split())) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if left:
+            raise ClusterError(f"{self.device} still has {left} requests in flight {timeout_s:g}s after the cut")
+
     def crash_copy(self) -> Path:
-        """A sparse copy of the backing file: exactly what had reached the device.
+        """A sparse copy of the backing file once the power is cut: exactly what had reached the device.
 
         Taken right after the node is SIGKILLed, it lacks every write still
         in the file system's page cache, as a machine that lost power would.
         """
+        if not self.power_cut:
+            self.cut_power()
         crash = self.image.with_name(self.image.name + ".crash")
         run(["cp", "--sparse=always", str(self.image), str(crash)], f"copying {self.image.name}")
         return crash
@@ -99,6 +151,7 @@ class LoopVolume:
         """Unmount and detach; safe to call twice."""
         release_loop(self.image, self.mountpoint)
         self.device = None
+        self.power_cut = False
 
 
 def release_loop(image: Path, mountpoint: Path | None = None) -> None:
