@@ -20,7 +20,7 @@ DEFINITIONS = {
     "unexpected": "read (any phase) but never sent",
     "failed_but_present": "status fail (definitely not written), yet present in the final read",
     "divergent": "one (topic, partition, offset) seen holding different messages (an ack's offset vs a read, "
-                 "or two reads)",
+                 "two reads, or two acks)",
     "reordered": "for one producer that promises order (idempotent, or one request in flight) and one "
                  "partition, seq order and offset order disagree among acknowledged messages",
     "consumer_skipped": "in the final read below the group's committed offset, but never processed live by "
@@ -39,6 +39,15 @@ COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS
 VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped")
 
 NO_SCENARIO_NOTE = "no scenario.yaml: assuming the producers promised neither idempotence nor order"
+
+# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
+SCHEMA_VERSION = 2
+
+
+def repeated_sends_note(repeats: int) -> str:
+    """Both checkers' note when (producer, seq) pairs appear on several send lines."""
+    return (f"{repeats} send lines repeated an earlier (producer, seq); an ok line wins over info and fail "
+            "(an acknowledgement is never downgraded), else the last line")
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,7 @@ def results_document(checker: str, counts: dict[str, int], promises: Promises, c
                      notes: list[str]) -> dict[str, Any]:
     """The results.json shape, one place for every engine so they cannot drift apart."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "checker": checker,
         "valid": validity(counts, promises),
         "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},

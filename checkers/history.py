@@ -43,6 +43,40 @@ class HistoryError(ValueError):
     """The history cannot be checked; the message is one line naming the file and line."""
 
 
+class NotJudged(HistoryError):
+    """The history holds nothing to judge (no sends, or nothing read back): the run proved nothing."""
+
+
+def require_history(history_dir: Path) -> None:
+    """Refuse a history with no send or no read to judge (NotJudged, one line); both checkers call it first.
+
+    Judged anyway, a missing reads.jsonl would call every acknowledged message
+    lost, and a missing sends.jsonl every read unexpected.
+    """
+    if not history_dir.is_dir():
+        raise HistoryError(f"{history_dir}: no history directory")
+    for name, meaning in ((SENDS_FILE, "no send was recorded"), (READS_FILE, "nothing was read back")):
+        path = history_dir / name
+        if not path.is_file():
+            raise NotJudged(f"not judged: history/{name} is missing ({meaning})")
+        if not _holds_a_line(path):
+            raise NotJudged(f"not judged: history/{name} is empty ({meaning})")
+
+
+def _holds_a_line(path: Path) -> bool:
+    """Whether the file has a complete JSON line, or a bad one the reader will report (not only a cut-off one)."""
+    with path.open("rb") as f:
+        lines = (raw for raw in f if raw.strip())
+        first = next(lines, None)
+        if first is None:
+            return False
+        try:
+            parse_json_line(first)
+            return True
+        except ValueError:
+            return next(lines, None) is not None
+
+
 class Send(NamedTuple):
     """One line of sends.jsonl: what the checker needs, and where to find the whole line again."""
 

@@ -9,8 +9,9 @@ whole lines are re-read from disk only for the examples.
 Choices the definitions in DESIGN.md leave open, made here so that another
 checker can make the same ones:
 
-- Several send lines for one (producer, seq): the last line wins (noted).
-  ``sent`` counts lines; ``acked``/``failed``/``indeterminate`` count messages
+- Several send lines for one (producer, seq): an ``ok`` line wins over
+  ``info`` and ``fail`` (an acknowledgement is never downgraded), else the
+  last line wins (noted). ``sent`` counts lines; ``acked``/``failed``/``indeterminate`` count messages
   by the status of their winning line.
 - Several final-read events for one partition: it is complete when any of
   them says so (the reads of every attempt are in reads.jsonl).
@@ -45,8 +46,10 @@ from typing import Any
 
 import yaml
 
-from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, results_document
-from checkers.history import FAIL, FINAL, INFO, OK, History, HistoryError, Read, Send, paused_gc, read_history
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
+                                results_document)
+from checkers.history import (FAIL, FINAL, INFO, OK, History, HistoryError, Read, Send, paused_gc, read_history,
+                              require_history)
 
 Msg = tuple[str, int]  # (producer, seq): a message
 Part = tuple[str, int]  # (topic, partition)
@@ -115,13 +118,14 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
     return index
 
 
-def latest_sends(sends: list[Send], notes: list[str]) -> dict[Msg, Send]:
-    """Each message's send; should one appear on several lines, the last line wins."""
-    latest = {(s.producer, s.seq): s for s in sends}
-    repeats = len(sends) - len(latest)
+def winning_sends(sends: list[Send], notes: list[str]) -> dict[Msg, Send]:
+    """Each message's send; of several lines, the last ok line wins, else the last line (an ack is never downgraded)."""
+    winners = {(s.producer, s.seq): s for s in sends}
+    repeats = len(sends) - len(winners)
     if repeats:
-        notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")
-    return latest
+        notes.append(repeated_sends_note(repeats))
+        winners.update({(s.producer, s.seq): s for s in sends if s.status == OK})
+    return winners
 
 
 def final_read_completeness(events: list[dict[str, Any]]) -> dict[Part, bool]:
@@ -170,13 +174,14 @@ class Judge:
     def __init__(self, history: History, promises: Promises, notes: list[str]) -> None:
         self.promises = promises
         self.notes = notes
-        self.sends = latest_sends(history.sends, notes)
+        self.sends = winning_sends(history.sends, notes)
         self.reads = index_reads(history.reads)
         self.complete = final_read_completeness(history.events)
         self.committed = committed_offsets(history.events)
         self.topic_partitions: dict[str, list[Part]] = defaultdict(list)
         for part in self.complete:
             self.topic_partitions[part[0]].append(part)
+        self.unread_acks: dict[Pos, Msg] = {}  # the first ack at each position no read saw
         self.found = Findings()
 
     def run(self) -> Findings:
@@ -206,7 +211,9 @@ class Judge:
         if send.partition is not None and send.offset is not None:
             pos = (send.topic, send.partition, send.offset)
             seen = self.reads.at_position.get(pos, _UNREAD)
-            if seen is not _UNREAD and seen != msg:
+            if seen is _UNREAD:  # nobody read there: only another ack there can contradict it
+                seen = self.unread_acks.setdefault(pos, msg)
+            if seen != msg:
                 self.found.positions["divergent"].add(pos)
 
     def in_final_read(self, msg: Msg, send: Send) -> tuple[bool, bool]:
@@ -373,7 +380,7 @@ def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[
             if len(pos_reads[pos]) < MAX_EXAMPLE_READS:
                 pos_reads[pos].append(r.line)
     msg_send = {msg: judge.sends[msg].line for msg in wanted_msgs if msg in judge.sends}
-    pos_send = acks_at(judge.sends, pos_msgs)
+    pos_send = acks_at(judge.sends, {pos: pos_msgs.get(pos, set()) for pos in wanted_pos})
 
     send_lines = history.send_lines(list(msg_send.values()) + list(pos_send.values()))
     read_lines = history.read_lines([n for ns in (*msg_reads.values(), *pos_reads.values()) for n in ns])
@@ -407,7 +414,8 @@ def acks_at(sends: dict[Msg, Send], read_there: dict[Pos, set[Msg | None]]) -> d
     """Line of the ack to show at each position: one that a read there contradicts, if any.
 
     Among the acks at a position, those that some read there disagrees with
-    come first, then the smallest (producer, seq).
+    come first, then the smallest (producer, seq) (a position nobody read: the
+    smallest of the acks that disagree with each other).
     """
     best: dict[Pos, tuple[tuple[bool, Msg], int]] = {}
     if not read_there:
@@ -445,6 +453,7 @@ def load_scenario(path: Path) -> dict[str, Any] | None:
 
 def check_run(run_dir: Path) -> dict[str, Any]:
     """Check RUN/history under the promises of RUN/scenario.yaml (or none, noted)."""
+    require_history(run_dir / "history")
     history = read_history(run_dir / "history")
     promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
     results = check(history, promises)

@@ -29,8 +29,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario, results_document
-from checkers.history import SENDS_FILE, HistoryError
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
+                                results_document)
+from checkers.history import HistoryError, require_history
 from checkers.reference import SCENARIO_FILE, load_scenario
 
 from spark_analysis import examples as ex
@@ -66,10 +67,7 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     "json" has Spark parse the JSON lines itself.
     """
     history_dir = run_dir / "history"
-    if not history_dir.is_dir():  # the cheap checks come before Spark starts
-        raise HistoryError(f"{history_dir}: no history directory")
-    if not (history_dir / SENDS_FILE).is_file():
-        raise HistoryError(f"{history_dir.name}/{SENDS_FILE}: missing")
+    require_history(history_dir)  # the cheap checks come before Spark starts
     files = convert_history(history_dir) if input_format(history_format) == "parquet" else None
     from spark_analysis.session import spark_session
 
@@ -173,7 +171,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             messages = from_fast(found)
         repeats = mc.sent - mc.distinct_sent
         if repeats:
-            notes.append(f"{repeats} send lines repeated an earlier (producer, seq); the last line of each was used")
+            notes.append(repeated_sends_note(repeats))
         # the reorder window and the examples see every ack; a message sent twice has a winning line: only then
         # must the acks come from the message table
         if not repeats:

@@ -184,10 +184,8 @@ def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs:
 def _acks_at(acks: list[tuple[Pos, Msg, int]], read_there: dict[Pos, set[Msg | None]]) -> dict[Pos, int]:
     """Send key of the ack to show at each position: one a read there contradicts, else the smallest message."""
     best: dict[Pos, tuple[tuple[bool, Msg], int]] = {}
-    for pos, msg, send_key in acks:
-        if pos not in read_there:
-            continue
-        rank = (read_there[pos] <= {msg}, msg)  # False (contradicted) sorts first
+    for pos, msg, send_key in acks:  # the acks at the wanted positions, read there or not
+        rank = (read_there.get(pos, set()) <= {msg}, msg)  # False (contradicted) sorts first
         if pos not in best or rank < best[pos][0]:
             best[pos] = (rank, send_key)
     return {pos: key for pos, (_, key) in best.items()}

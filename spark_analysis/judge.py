@@ -6,9 +6,9 @@ only fixed-width numbers in its buffers, so Spark aggregates by hash (a
 every row first, several times slower).
 
 - By message: sends and reads (tagged) are unioned and grouped by
-  (pid, seq) once. Each group keeps the winning send line (the last in the
-  file: ``max_by`` over the line key), the smallest and largest final-read
-  position, live-read counts and the bit mask of the consumer groups that
+  (pid, seq) once. Each group keeps the winning send line (the last ok
+  line, else the last line: ``max_by`` over the line's rank), the smallest
+  and largest final-read position, live-read counts and the bit mask of the consumer groups that
   read it live. From that row follow lost, lost_after_read,
   lost_unverifiable, duplicated, unexpected (read but never sent),
   failed_but_present, unknown (found or not), consumer_skipped and
@@ -260,20 +260,27 @@ def tagged_rows(sends: "DataFrame", reads: "DataFrame") -> "DataFrame":
     """Sends and reads of kchaos messages in one table, for one grouping by message.
 
     Seven columns, as narrow as the grouping allows (every row is shuffled):
-    ``kind`` is a send's status or LIVE/FINAL, ``aux`` a send's line key
-    (``_key``) or a read's consumer group id.
+    ``kind`` is a send's status or LIVE/FINAL, ``aux`` a send's rank (its
+    line key ``_key``, with OK_RANK set on an ok line) or a read's consumer
+    group id.
     """
     return sends.selectExpr(
-        "pid", "seq", "status AS kind", "_key AS aux", "tid", "`partition`", "`offset`",
+        "pid", "seq", "status AS kind", f"CASE WHEN status = {OK} THEN _key | {OK_RANK}L ELSE _key END AS aux",
+        "tid", "`partition`", "`offset`",
     ).unionByName(reads.filter("pid IS NOT NULL").selectExpr(
         "pid", "seq", f"CAST(CASE WHEN final THEN {FINAL} ELSE {LIVE} END AS TINYINT) AS kind",
         "CAST(gid AS BIGINT) AS aux", "tid", "`partition`", "`offset`",
     ))
 
 
+# A send line's rank among its message's lines is its line key, plus this bit on an ok line: an
+# acknowledgement is never downgraded (an ok line wins over info and fail), else the last line wins.
+# Line keys are positions in a file, far below it.
+OK_RANK = 2 ** 62
 _WINNER = [f"max_by(kind, aux) FILTER (WHERE {IS_SEND}) AS status",
            *[f"max_by({c}, aux) FILTER (WHERE {IS_SEND}) AS {c}" for c in ("tid", "`partition`", "`offset`")]]
-_COMMON = [f"count_if({IS_SEND}) AS n_sends", f"max(aux) FILTER (WHERE {IS_SEND}) AS send_key", *_WINNER,
+_COMMON = [f"count_if({IS_SEND}) AS n_sends", f"max(aux) FILTER (WHERE {IS_SEND}) & {OK_RANK - 1}L AS send_key",
+           *_WINNER,
            f"count_if({IS_LIVE}) AS n_live",
            f"count_if({IS_LIVE} AND aux IS NULL) AS n_live_ungrouped",
            f"count_if({IS_FINAL}) AS n_final"]
@@ -388,8 +395,9 @@ def position_table(reads: "DataFrame", acks: "DataFrame", ranges: Ranges | None 
 
     Two reads disagree when they saw different messages (a value kchaos did
     not write counts as one more message); an ack is contradicted when the
-    position was read and what was read there is not the ack's message. All
-    messages seen are one when the smallest and largest pid and seq agree.
+    position was read and what was read there is not the ack's message, or
+    when another message was acknowledged there, read or not. All messages
+    seen are one when the smallest and largest pid and seq agree.
 
     ``acks`` need only be the unconfirmed ones (``unconfirmed`` in the message
     table): an ack whose message's final reads are all at its position, and
@@ -414,11 +422,11 @@ def position_table(reads: "DataFrame", acks: "DataFrame", ranges: Ranges | None 
     ])
     return grouped.selectExpr(
         "tid", "`partition`", "`offset`", "n_live", "n_final", "foreign",
-        """coalesce(n_live + n_final > 0 AND (
+        """coalesce((n_live + n_final > 0 AND (
                (foreign AND r_pid_min IS NOT NULL)
                OR r_pid_min <> r_pid_max OR r_seq_min <> r_seq_max
-               OR (a_pid_min IS NOT NULL AND (foreign OR a_pid_min <> a_pid_max OR a_seq_min <> a_seq_max
-                                              OR a_pid_min <> r_pid_min OR a_seq_min <> r_seq_min))), false)
+               OR (a_pid_min IS NOT NULL AND (foreign OR a_pid_min <> r_pid_min OR a_seq_min <> r_seq_min))))
+               OR a_pid_min <> a_pid_max OR a_seq_min <> a_seq_max, false)
            AS divergent""",
     )
 

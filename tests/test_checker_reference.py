@@ -11,7 +11,7 @@ import pytest
 from checkers.anomalies import (ANOMALIES, COUNTS, DEFINITIONS, NO_SCENARIO_NOTE, Promises, promises_from_scenario,
                                  validity)
 from checkers import history as history_module
-from checkers.history import CUT_SHORT_NOTE, History, HistoryError, read_history
+from checkers.history import CUT_SHORT_NOTE, History, HistoryError, NotJudged, read_history
 from checkers.reference import check, check_run, write_results
 
 TOPIC = "t"
@@ -297,14 +297,69 @@ def test_incomplete_partition_is_not_lost(tmp_path: Path) -> None:
     assert any("lost_unverifiable" in n for n in results["notes"])
 
 
-def test_repeated_send_lines_the_last_wins(tmp_path: Path) -> None:
+def test_repeated_send_lines_an_ack_is_never_downgraded(tmp_path: Path) -> None:
     h = clean()
-    h["sends"] += [send("p0", 1, status="info", partition=None), send("p0", 3, status="fail"), send("p0", 3)]
+    h["sends"] += [send("p0", 1, status="info", partition=None), send("p0", 3, status="fail"), send("p0", 3),
+                   send("p0", 4, status="fail"), send("p0", 4, status="info")]
     results = run_check(tmp_path, **h)
     c = results["counts"]
-    assert (c["sent"], c["acked"], c["failed"], c["indeterminate"]) == (6, 3, 0, 1)
-    assert c["lost"] == 1 and c["unknown_found"] == 1  # p0/3 ended ok and is nowhere; p0/1 ended info
-    assert "2 send lines repeated an earlier (producer, seq); the last line of each was used" in results["notes"]
+    # p0/1: ok, then info: still acknowledged (and found); p0/3: fail, then ok: acknowledged and nowhere;
+    # p0/4: fail, then info: the last line
+    assert (c["sent"], c["acked"], c["failed"], c["indeterminate"]) == (8, 4, 0, 1)
+    assert c["lost"] == 1 and c["unknown"] == 1 and c["unknown_found"] == 0
+    assert ("3 send lines repeated an earlier (producer, seq); an ok line wins over info and fail "
+            "(an acknowledgement is never downgraded), else the last line") in results["notes"]
+
+
+def test_an_ack_followed_by_info_is_still_lost_when_missing(tmp_path: Path) -> None:
+    h = clean()
+    h["sends"] += [send("p0", 3), send("p0", 3, status="info")]
+    results = run_check(tmp_path, **h)
+    assert results["counts"]["lost"] == 1 and results["counts"]["unknown"] == 0
+    assert results["valid"] is False
+
+
+def test_an_ack_followed_by_fail_is_not_failed_but_present(tmp_path: Path) -> None:
+    h = clean()
+    h["sends"] += [send("p0", 2, status="fail")]  # p0/2 was acknowledged at offset 2 and is read there
+    results = run_check(tmp_path, **h)
+    assert results["counts"]["failed_but_present"] == 0 and results["counts"]["acked"] == 3
+    assert results["valid"] is True
+
+
+def test_two_messages_acknowledged_at_one_unread_offset_are_divergent(tmp_path: Path) -> None:
+    h = clean()
+    h["sends"] += [send("p0", 3, offset=7), send("p1", 0, offset=7)]  # both lost too: nothing read at 7
+    h["events"] = [final_read(high_watermark=3, complete=False), committed(3)]
+    results = run_check(tmp_path, **h)
+    assert results["counts"]["divergent"] == 1
+    [example] = results["examples"]["divergent"]
+    assert (example["offset"], example["send"]["producer"], example["send"]["seq"]) == (7, "p0", 3)
+    assert example["reads"] == []
+
+
+def test_one_message_acknowledged_twice_at_one_offset_is_not_divergent(tmp_path: Path) -> None:
+    h = clean()
+    h["sends"] += [send("p0", 3, offset=7), send("p0", 3, offset=7)]
+    h["events"] = [final_read(high_watermark=3, complete=False), committed(3)]
+    assert run_check(tmp_path, **h)["counts"]["divergent"] == 0
+
+
+@pytest.mark.parametrize("sends, reads, said", [
+    (None, [], "history/sends.jsonl is missing (no send was recorded)"),
+    ([], [read("p0", 0, 0)], "history/sends.jsonl is empty (no send was recorded)"),
+    ([send("p0", 0)], None, "history/reads.jsonl is missing (nothing was read back)"),
+    ([send("p0", 0)], [], "history/reads.jsonl is empty (nothing was read back)"),
+    ([send("p0", 0)], ['{"consumer": "final-rea'], "history/reads.jsonl is empty (nothing was read back)"),
+])
+def test_a_history_without_sends_or_reads_is_not_judged(tmp_path: Path, sends: list | None, reads: list | None,
+                                                        said: str) -> None:
+    run = make_run(tmp_path, sends=sends or [], reads=reads, events=[final_read()])
+    if sends is None:
+        (run / "history" / "sends.jsonl").unlink()
+    with pytest.raises(NotJudged) as error:
+        check_run(run)
+    assert str(error.value) == f"not judged: {said}"
 
 
 def test_partition_without_a_final_read_event_is_incomplete(tmp_path: Path) -> None:
@@ -411,7 +466,7 @@ def test_missing_history(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="no history directory"):
         check_run(tmp_path)
     (tmp_path / "history").mkdir()
-    with pytest.raises(HistoryError, match=r"^history/sends\.jsonl: missing$"):
+    with pytest.raises(NotJudged, match=r"^not judged: history/sends\.jsonl is missing \(no send was recorded\)$"):
         check_run(tmp_path)
 
 

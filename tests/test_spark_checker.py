@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from checkers import reference
 from checkers.anomalies import COUNTS
-from checkers.history import HistoryError
+from checkers.history import HistoryError, NotJudged
 from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session
@@ -163,7 +163,7 @@ CASES: dict[str, dict[str, list]] = {
     "unknown": _with(clean(), sends=[send("p0", 3, status="info", partition=None),
                                      send("p0", 4, status="info", partition=None),
                                      send("p0", 5, status="info", partition=0)], reads=[read("p0", 4, 3)]),
-    "twenty_smallest": {"sends": [send("p0", i) for i in range(30)], "reads": [],
+    "twenty_smallest": {"sends": [send("p0", i) for i in range(30)], "reads": [read("p0", 0, 0)],
                         "events": [final_read(high_watermark=30)]},
     "ten_reads": _with(clean(1), reads=[read("p0", 0, 0, phase="live", consumer=f"c{i}") for i in range(1, 15)]),
     "incomplete_partition": {
@@ -181,6 +181,13 @@ CASES: dict[str, dict[str, list]] = {
                                                    reads=[read("p0", 5, 5), read("p0", 6, 6)],
                                                    events=[final_read(high_watermark=7), committed(3),
                                                            final_read(1, complete=False)]),
+    # an acknowledgement is never downgraded: ok then info (lost), ok then fail (present, not failed_but_present)
+    "ack_then_info_or_fail": _with(clean(), sends=[send("p0", 3), send("p0", 3, status="info"),
+                                                   send("p0", 2, status="fail")]),
+    # two messages acknowledged at one offset nobody read (and one acknowledged twice there)
+    "two_acks_at_an_unread_offset": _with(clean(), sends=[send("p0", 3, offset=7), send("p1", 0, offset=7),
+                                                          send("p1", 1, offset=8), send("p1", 1, offset=8)],
+                                          events=[final_read(high_watermark=3, complete=False), committed(3)]),
     "no_final_read_event": _with(clean(), sends=[send("p0", 3, partition=2)]),
     "later_complete_wins": _with(clean(), events=[final_read(complete=False), final_read(complete=True)]),
     "cut_short": {"sends": clean()["sends"], "reads": [read("p0", 0, 0, phase="live")],
@@ -233,8 +240,20 @@ def test_results_carry_the_engine_name(spark: Any, tmp_path: Path) -> None:
 
 
 def test_missing_reads_and_events(spark: Any, both_formats: str, tmp_path: Path) -> None:
-    results = agree(spark, make_run(tmp_path, sends=[send("p0", 0)]))
-    assert results["cut_short"] is True
+    with pytest.raises(NotJudged, match=r"^not judged: history/reads\.jsonl is missing"):
+        spark_checker.check_run(make_run(tmp_path, sends=[send("p0", 0)]), spark)
+    run = make_run(tmp_path / "no-events", sends=[send("p0", 0)], reads=[read("p0", 0, 0, phase="live")])
+    assert agree(spark, run)["cut_short"] is True
+
+
+def test_an_ack_is_never_downgraded_and_two_acks_at_one_offset_diverge(spark: Any, tmp_path: Path) -> None:
+    downgraded = spark_checker.check_run(run_dir(tmp_path / "a", **CASES["ack_then_info_or_fail"]), spark)
+    c = downgraded["counts"]
+    assert (c["lost"], c["failed_but_present"], c["unknown"], c["acked"]) == (1, 0, 0, 4)
+    two_acks = spark_checker.check_run(run_dir(tmp_path / "b", **CASES["two_acks_at_an_unread_offset"]), spark)
+    assert two_acks["counts"]["divergent"] == 1
+    [example] = two_acks["examples"]["divergent"]
+    assert (example["offset"], example["send"]["producer"], example["reads"]) == (7, "p0", [])
 
 
 def test_truncated_last_line_is_dropped(spark: Any, both_formats: str, tmp_path: Path) -> None:
@@ -361,7 +380,7 @@ def test_missing_history(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="no history directory"):
         spark_checker.check_run(tmp_path, spark)
     (tmp_path / "history").mkdir()
-    with pytest.raises(HistoryError, match=r"^history/sends\.jsonl: missing$"):
+    with pytest.raises(NotJudged, match=r"^not judged: history/sends\.jsonl is missing \(no send was recorded\)$"):
         spark_checker.check_run(tmp_path, spark)
 
 
