@@ -10,7 +10,8 @@ the recipe changes:
   version, resolved from Maven Central by ``clusters/images/pom.xml``
   (log4j 1 for Kafka 3.x, log4j2 for 4.x).
 
-Run ``python -m clusters.image [--kafka-version V]`` to build ahead of time;
+Run ``python -m clusters.image [--kafka-version V]`` to build ahead of time
+(it also caches the version's setting names, see clusters/config_names.py);
 clusters call :func:`ensure_image` themselves.
 """
 
@@ -55,7 +56,8 @@ def uses_log4j2(version: str) -> bool:
     return kafka_major(version) >= 4
 
 
-def _digest(*parts: bytes) -> str:
+def recipe_digest(*parts: bytes) -> str:
+    """A short hash of a recipe's parts: what names a cached image, jar folder or extract."""
     h = hashlib.sha256()
     for part in parts:
         h.update(part)
@@ -70,12 +72,12 @@ def _base_packages() -> list[str]:
 
 def base_tag() -> str:
     recipe = ",".join([DEBIAN_SUITE, *_base_packages()]).encode()
-    return f"kchaos-base:{_digest(recipe)}"
+    return f"kchaos-base:{recipe_digest(recipe)}"
 
 
 def kafka_tag(version: str) -> str:
     files = [IMAGES_DIR / n for n in ("Dockerfile", "run-node.sh", "pom.xml")]
-    return f"kchaos-kafka:{version}-{_digest(base_tag().encode(), *(f.read_bytes() for f in files))}"
+    return f"kchaos-kafka:{version}-{recipe_digest(base_tag().encode(), *(f.read_bytes() for f in files))}"
 
 
 def _image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -120,7 +122,7 @@ def kafka_jars(version: str) -> Path:
     building at once never see a half-filled folder.
     """
     pom = IMAGES_DIR / "pom.xml"
-    libs = CACHE_DIR / "kafka" / version / _digest(pom.read_bytes()) / "libs"
+    libs = CACHE_DIR / "kafka" / version / recipe_digest(pom.read_bytes()) / "libs"
     if libs.exists():
         return libs
     if shutil.which("mvn") is None:
@@ -162,6 +164,8 @@ def ensure_image(version: str = DEFAULT_KAFKA_VERSION, client: docker.DockerClie
 
 
 def main(argv: list[str] | None = None) -> int:
+    from clusters.config_names import config_names  # it imports this module
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kafka-version", action="append",
                         help=f"repeat for several (default: {DEFAULT_KAFKA_VERSION} and {NEWEST_KAFKA_4})")
@@ -170,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for version in args.kafka_version or [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]:
             print(ensure_image(version))
+            config_names(version)  # scenario validation reads them offline
     except (ClusterError, docker.errors.DockerException) as e:
         print(f"kchaos: {e}", file=sys.stderr)
         return 2

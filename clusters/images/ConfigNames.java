@@ -1,0 +1,51 @@
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+
+/**
+ * Prints, as one JSON object, the setting names one Kafka version's broker
+ * (server.properties) and topics accept, read from that version's own jars.
+ * Run by clusters/config_names.py with the single-file source launcher:
+ *   java -cp 'libs/*' ConfigNames.java
+ * Broker names: KafkaConfig's ConfigDef (internal settings included) plus
+ * every name its documentation generator (KafkaConfig.main) lists.
+ * Topic names: LogConfig.configNames().
+ */
+public class ConfigNames {
+    private static final Pattern DOCUMENTED = Pattern.compile("id=\"brokerconfigs_([^\"]+)\"");
+
+    public static void main(String[] args) {
+        Set<String> broker = new TreeSet<>(kafka.server.KafkaConfig.configDef().names());
+        broker.addAll(documentedBrokerNames());
+        Set<String> topic = new TreeSet<>(org.apache.kafka.storage.internals.log.LogConfig.configNames());
+        System.out.println("{\"kafka_version\": \"" + org.apache.kafka.common.utils.AppInfoParser.getVersion()
+                + "\", \"broker\": " + json(broker) + ", \"topic\": " + json(topic) + "}");
+    }
+
+    /** The names in the HTML that Kafka's own docs are generated from (some dynamic ones live only there). */
+    private static Set<String> documentedBrokerNames() {
+        PrintStream stdout = System.out;
+        ByteArrayOutputStream html = new ByteArrayOutputStream();
+        System.setOut(new PrintStream(html, true, StandardCharsets.UTF_8));
+        try {
+            kafka.server.KafkaConfig.main(new String[0]);
+        } finally {
+            System.setOut(stdout);
+        }
+        Set<String> names = new TreeSet<>();
+        Matcher m = DOCUMENTED.matcher(html.toString(StandardCharsets.UTF_8));
+        while (m.find()) {
+            names.add(m.group(1));
+        }
+        return names;
+    }
+
+    private static String json(Set<String> names) {
+        return names.stream().map(n -> "\"" + n + "\"").collect(Collectors.joining(", ", "[", "]"));
+    }
+}
