@@ -16,6 +16,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from clusters.config_names import config_names
 from clusters.errors import ClusterError
 from clusters.image import DEFAULT_KAFKA_VERSION
 from clusters.spec import ClusterSpec, TopicSpec
@@ -24,6 +25,8 @@ from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
+from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_producer_settings,
+                                    check_topic_settings)
 
 Scalar = Union[bool, int, float, str]
 CONFIG_MAPS = {"config", "broker_config"}
@@ -224,7 +227,21 @@ class Scenario(Strict):
         except ClusterError as e:
             raise ValueError(str(e)) from None
         self._faults_can_act()
+        self._kafka_settings_exist()
         return self
+
+    def _kafka_settings_exist(self) -> None:
+        """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
+        w = self.workload
+        check_producer_settings(dict(w.producers.config))
+        check_consumer_settings(dict(w.consumers.config), w.consumers.group, w.consumers.commit)
+        if self.cluster.broker_config or self.topic.config:
+            try:
+                names = config_names(self.cluster.kafka_version)
+            except ClusterError as e:
+                raise ValueError(str(e)) from None
+            check_broker_settings(dict(self.cluster.broker_config), names)
+            check_topic_settings(dict(self.topic.config), names)
 
     def _faults_can_act(self) -> None:
         """Every fault (and nested fault) could do something on this cluster: no silent no-op."""
@@ -272,7 +289,10 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     key, sep, text = assignment.partition("=")
     if not sep or not key:
         raise HarnessError(f"--set {assignment!r}: expected key=value")
-    value = yaml.safe_load(text) if text else ""
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError as e:
+        raise HarnessError(f"--set {key}{_yaml_problem(e)}") from None
     parts = key.split(".")
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
@@ -300,6 +320,14 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         raise HarnessError(f"--set {key}: {'.'.join(parts[:-1])} is not a section")
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """`` line N: not valid YAML (problem)`` in one line, whatever kind of YAML error it is."""
+    mark, position = getattr(error, "problem_mark", None), getattr(error, "position", None)
+    where = f" line {mark.line + 1}" if mark is not None else f" character {position}" if position is not None else ""
+    problem = getattr(error, "problem", None) or getattr(error, "reason", None) or str(error)
+    return f"{where}: not valid YAML ({' '.join(problem.split())})"
+
+
 def _one_line(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -313,13 +341,17 @@ def _one_line(error: ValidationError) -> str:
 def load_scenario(path: Path, overrides: list[str] = (), seed: int | None = None) -> Scenario:  # type: ignore[assignment]
     """Read, override and validate a scenario file; HarnessError (one line) on any problem."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise HarnessError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise HarnessError(f"{path}: a directory, not a scenario file") from None
+    except OSError as e:
+        raise HarnessError(f"{path}: cannot read the scenario file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise HarnessError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise HarnessError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        raise HarnessError(f"{path}{_yaml_problem(e)}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

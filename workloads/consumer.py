@@ -40,6 +40,13 @@ SLICE_MS = 100          # processed records reach the harness at least this ofte
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
 
 
+def consumer_settings(config: dict[str, Any], bootstrap_servers: str, name: str, group: str,
+                      commit: CommitMode) -> dict[str, Any]:
+    """The scenario's librdkafka settings plus what the harness sets itself (scenario validation checks these)."""
+    return {"auto.offset.reset": "earliest", **config, "bootstrap.servers": bootstrap_servers, "group.id": group,
+            "client.id": f"kchaos-{name}", "enable.auto.commit": commit == "auto"}
+
+
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock) -> dict[str, Any]:
     producer, seq = decode(msg.value())
     return {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
@@ -67,10 +74,8 @@ class ConsumeLoop:
         self.clock = clock
         self.stop = stop
         self.out = out
-        self.consumer = Consumer({"auto.offset.reset": "earliest", **spec["config"],
-                                  "bootstrap.servers": spec["bootstrap_servers"], "group.id": spec["group"],
-                                  "client.id": f"kchaos-{spec['name']}",
-                                  "enable.auto.commit": self.commit == "auto"}, logger=RDKAFKA_LOG)
+        self.consumer = Consumer(consumer_settings(spec["config"], spec["bootstrap_servers"], spec["name"],
+                                                   spec["group"], self.commit), logger=RDKAFKA_LOG)
 
     def run(self) -> None:
         self.consumer.subscribe([self.topic])

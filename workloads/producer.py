@@ -53,6 +53,11 @@ STOP_MARGIN_S = 15              # beyond flush_timeout_s, before a stopping prod
 IN_FLIGHT_AT_END = "in flight at the end of the run"
 
 
+def producer_settings(config: dict[str, Any], bootstrap_servers: str, name: str) -> dict[str, Any]:
+    """The scenario's librdkafka settings plus what the harness sets itself (scenario validation checks these)."""
+    return {**config, "bootstrap.servers": bootstrap_servers, "client.id": f"kchaos-{name}"}
+
+
 def outcome(error: KafkaError | None) -> str:
     """The send status a delivery report stands for: ok, fail or info."""
     if error is None:
@@ -87,8 +92,7 @@ class ProduceLoop:
         self.out = out
         config = spec["config"]
         self.queue_max = int(config.get("queue.buffering.max.messages", DEFAULT_QUEUE_MAX))
-        self.producer = Producer({**config, "bootstrap.servers": spec["bootstrap_servers"],
-                                  "client.id": f"kchaos-{self.name}"}, logger=RDKAFKA_LOG)
+        self.producer = Producer(producer_settings(config, spec["bootstrap_servers"], self.name), logger=RDKAFKA_LOG)
         # with acks=0 no broker answers, so whatever offset the client reports is its own guess
         self.offsets_known = str(config.get("acks", config.get("request.required.acks", "all"))) != "0"
         self._done: list[str] = []
