@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import docker.errors
 
@@ -21,22 +22,44 @@ from harness.report import report_cmd
 from harness.verdict import judge
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
 from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
+from harness.versions import kchaos_version
+
+EXIT_CODES = """\
+exit codes:
+  0  run, check, nightly: the verdict meets the scenario's expect: block (or is valid when it has none);
+     any other command: done
+  1  run, check, nightly: the verdict does not meet it (a regression or a surprise)
+  2  not judged: bad input (one line on stderr), or the harness could not do its job
+     (a fault not applied, a cluster never ready, a run cut short, a history missing or incomplete)
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line and exit 2, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_HARNESS, f"kchaos: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kchaos", description="Jepsen-style fault injection for Apache Kafka")
+    parser = Parser(prog="kchaos", description="Jepsen-style fault injection for Apache Kafka",
+                    epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kchaos {kchaos_version()}",
+                        help="print kchaos's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a scenario and check it")
-    run.add_argument("scenario", type=Path)
+    run = sub.add_parser("run", help="run a scenario and check it", epilog=EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("scenario", type=Path, help="the scenario file (YAML), e.g. scenarios/acks1-leader-kill.yaml")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario key, e.g. --set workload.duration_s=30")
-    run.add_argument("--seed", type=int)
+                     help="override a scenario key, e.g. --set workload.duration_s=30 (repeatable)")
+    run.add_argument("--seed", type=int, help="the seed of the fault schedule (default: the scenario's)")
     run.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
 
-    check = sub.add_parser("check", help="check an existing run directory again")
-    check.add_argument("run_dir", type=Path)
+    check = sub.add_parser("check", help="check an existing run directory again", epilog=EXIT_CODES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("run_dir", type=Path, help="a run directory, runs/<scenario>/<timestamp>")
     for command in (run, check):
         command.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                              help="checker: spark (default, any size) or python (the reference, small runs)")
@@ -45,25 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(default: SPARK_MASTER, else local mode on every core)")
 
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
-    report.add_argument("run_dir", type=Path)
+    report.add_argument("run_dir", type=Path, help="a checked run directory, runs/<scenario>/<timestamp>")
 
     matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run")
-    matrix.add_argument("runs_root", type=Path)
+    matrix.add_argument("runs_root", type=Path, help="the folder of run directories, e.g. runs")
 
     nightly = sub.add_parser("nightly", help="run every scenario marked nightly, build the matrix, write JUnit XML")
-    nightly.add_argument("--scenarios", type=Path, default=Path("scenarios"), help="folder of scenario files")
+    nightly.add_argument("--scenarios", type=Path, default=Path("scenarios"),
+                         help="folder of scenario files (default scenarios/)")
     nightly.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
     nightly.add_argument("--junit", type=Path, help="JUnit XML file (default OUT/junit.xml)")
 
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
-    csub = cluster.add_subparsers(dest="action", required=True)
+    csub = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = csub.add_parser("up", help="start a cluster and keep it until `kchaos cluster down`")
-    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--metadata", choices=("zookeeper", "kraft"), default="zookeeper",
                     help="ZooKeeper ensemble or dedicated KRaft controllers (Kafka 4.x: kraft only)")
     up.add_argument("--zookeepers", type=int, default=3, help="ZooKeeper nodes (zookeeper mode)")
     up.add_argument("--controllers", type=int, default=3, help="dedicated KRaft controllers (kraft mode)")
-    up.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    up.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION,
+                    help=f"Kafka release whose jars the nodes run (default {DEFAULT_KAFKA_VERSION})")
     up.add_argument("--json", action="store_true", help="print nodes, IPs and roles as JSON")
     for name, text in (("status", "show nodes and the leaders/ISR of each topic"),
                        ("down", "remove the cluster(s) and everything they left behind")):
@@ -72,25 +97,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def directory(path: Path, what: str) -> Path:
+    """``path`` if it is an existing directory; else a one-line HarnessError saying what was expected."""
+    if not path.exists():
+        raise HarnessError(f"{path}: no such directory (expected {what})")
+    if not path.is_dir():
+        raise HarnessError(f"{path}: not a directory (expected {what})")
+    return path
+
+
+def writable_root(path: Path) -> Path:
+    """An output folder: a directory or a path still to create, never an existing file."""
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"{path}: not a directory (the folder run directories go into)")
+    return path
+
+
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         scenario = load_scenario(args.scenario, args.overrides, args.seed)
-        outcome = run_scenario(scenario, args.out)
+        outcome = run_scenario(scenario, writable_root(args.out))
         print(f"run directory: {outcome.run_dir}")
         code = judge(outcome.run_dir, args.engine, args.spark_master)
         if outcome.harness_error:
             raise HarnessError(outcome.harness_error)
         return code
     if args.command == "check":
-        return judge(args.run_dir, args.engine, args.spark_master)
+        return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
     if args.command == "report":
-        return report_cmd(args.run_dir)
+        return report_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "matrix":
-        path = write_matrix(args.runs_root)
+        path = write_matrix(directory(args.runs_root, "a folder of run directories"))
         print(f"matrix: {path}")
         return EXIT_VALID
     if args.command == "nightly":
-        return nightly(args.scenarios, args.out, args.junit or args.out / "junit.xml")
+        return nightly(directory(args.scenarios, "a folder of scenario files"), writable_root(args.out),
+                       args.junit or args.out / "junit.xml")
     if args.command == "cluster":
         if args.action == "up":
             return cluster_cmd.up(ClusterSpec(kafka_version=args.kafka_version, metadata=args.metadata,
@@ -115,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kchaos: {e}", file=sys.stderr)
     except docker.errors.DockerException as e:
         print(f"kchaos: Docker engine error ({e}); is dockerd running? `make setup` starts it", file=sys.stderr)
+    except OSError as e:  # a file or folder the harness could not read or write: the operator's to fix
+        print(f"kchaos: {e}", file=sys.stderr)
     except KeyboardInterrupt:
         print("kchaos: interrupted (SIGINT); what was started has been torn down", file=sys.stderr)
     except Terminated as e:
