@@ -463,10 +463,12 @@ def check_run(run_dir: Path) -> dict[str, Any]:
 
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write RUN/results.json atomically, so a reader never sees half a verdict."""
+    """Write RUN/results.json atomically, so a reader never sees half a verdict; readable by all (0644) like the
+    rest of the run directory (mkstemp makes it 0600)."""
     target = run_dir / RESULTS_FILE
     fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run_dir)
     try:
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
             f.write("\n")

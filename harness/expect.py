@@ -1,38 +1,138 @@
-"""Does a verdict meet the scenario's ``expect:`` block?"""
+"""Does a verdict meet the scenario's ``expect:`` block, and could the run judge it at all?
+
+The one rule for "not judged", used by ``kchaos check``, ``kchaos run``, the
+nightly's JUnit (through their exit codes) and the matrix: a run whose final
+read-back never happened, or whose faults never took effect, proved nothing;
+and an expectation is judged only when the messages the run could not verify
+(an incomplete read-back) cannot change whether it holds.
+"""
 
 from __future__ import annotations
 
+import math
 import operator
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID
 from harness.scenario import EXPECTATION
 
 OPS: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq, "=": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 }
 
+MET, UNMET, NOT_JUDGED = "met", "unmet", "not judged"
 
-def unmet(expect: dict[str, Any] | None, results: dict[str, Any]) -> list[str]:
-    """The expectations the results do not meet, one readable line each (empty: all met).
+# Counts that messages beyond an incomplete read-back could only raise, and by how much: lost (and
+# lost_after_read) by at most the acknowledged messages not found there; the rest by any amount.
+RAISED_BY_UNVERIFIED = {"lost": "lost_unverifiable", "lost_after_read": "lost_unverifiable"}
+RAISED_WITHOUT_BOUND = ("duplicated", "unexpected", "failed_but_present", "divergent", "consumer_skipped")
 
-    With no expectations, the verdict itself must be valid.
+
+@dataclass
+class Assessment:
+    """What the run may conclude: ``outcome`` met / unmet / not judged, with one line per reason."""
+
+    outcome: str
+    unmet: list[str] = field(default_factory=list)
+    not_judged: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {MET: EXIT_VALID, UNMET: EXIT_INVALID}.get(self.outcome, EXIT_HARNESS)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "unmet": self.unmet, "not_judged": self.not_judged}
+
+
+def unverified(results: dict[str, Any]) -> tuple[int, str] | None:
+    """How many acknowledged messages the run could not verify, and why; None when it verified every one."""
+    counts = results.get("counts") or {}
+    if results.get("final_read_complete", True):
+        return None
+    parts = len(results.get("incomplete_partitions") or [])
+    return (int(counts.get("lost_unverifiable", 0)),
+            f"the final read of {parts} partition{'s' if parts != 1 else ''} did not reach the high watermark")
+
+
+def unverified_text(missing: tuple[int, str]) -> str:
+    return f"{missing[1]}, {missing[0]:,} acknowledged message{'s' if missing[0] != 1 else ''} not found there"
+
+
+def run_not_judged(results: dict[str, Any], scenario: dict[str, Any] | None) -> list[str]:
+    """Why the run as a whole proved nothing (empty: it may be judged)."""
+    reasons = []
+    if results.get("cut_short"):
+        reasons.append("the run was cut short: no final read-back was recorded")
+    planned = len((scenario or {}).get("faults") or [])
+    faults = results.get("faults")
+    if planned and isinstance(faults, dict) and not faults.get("applied"):
+        why = "; ".join(faults.get("skip_reasons") or []) or "none was applied before the load ended"
+        reasons.append(f"none of the scenario's {planned} fault{'s' if planned != 1 else ''} took effect ({why})")
+    return reasons
+
+
+def bounds(key: str, results: dict[str, Any], missing: int | None) -> tuple[float, float]:
+    """The values ``key`` could take had every message been verified (``missing``: None when all were)."""
+    actual = int(results["counts"][key])
+    if missing is None:
+        return actual, actual
+    if key in RAISED_BY_UNVERIFIED:
+        return actual, actual + missing
+    if key in RAISED_WITHOUT_BOUND:
+        return actual, math.inf
+    return actual, actual
+
+
+def decide(op: str, bound: int, low: float, high: float) -> bool | None:
+    """Whether ``value op bound`` holds for every value in [low, high] (True), for none (False), or depends (None)."""
+    holds = OPS[op]
+    if low == high:
+        return holds(low, bound)
+    if op in ("==", "="):
+        return False if not low <= bound <= high else None
+    at_low, at_high = holds(low, bound), (holds(high, bound) if high != math.inf else op in (">", ">="))
+    return at_low if at_low == at_high else None
+
+
+def assess(expect: dict[str, Any] | None, results: dict[str, Any],
+           scenario: dict[str, Any] | None = None) -> Assessment:
+    """Judge the results against the expectations (none: the verdict itself must be valid).
+
+    Not judged when the run proved nothing (``run_not_judged``), or when some
+    expectation could go either way on the messages the run could not verify
+    and none is definitely unmet.
     """
-    if not expect:
-        return [] if results["valid"] else ["the verdict is not valid"]
-    failures = []
-    for key, wanted in expect.items():
+    reasons = run_not_judged(results, scenario)
+    if reasons:
+        return Assessment(NOT_JUDGED, not_judged=reasons)
+    missing = unverified(results)
+    failures, open_ = [], []
+    checks = expect or {"valid": True}
+    for key, wanted in checks.items():
         if key == "valid":
-            if results["valid"] != wanted:
-                failures.append(f"valid is {str(results['valid']).lower()}, expected {str(wanted).lower()}")
+            valid = bool(results["valid"])  # more reads could only find more anomalies
+            if valid and missing:
+                open_.append(f"valid not judged: {unverified_text(missing)}")
+            elif valid != wanted:
+                failures.append(f"valid is {str(valid).lower()}, expected {str(wanted).lower()}"
+                                if expect else "the verdict is not valid")
             continue
-        actual = int(results["counts"][key])
         if isinstance(wanted, int):
             op, bound = "==", wanted
         else:
             match = EXPECTATION.match(wanted)
             assert match is not None  # the scenario validated it
             op, bound = match.group(1) or "==", int(match.group(2))
-        if not OPS[op](actual, bound):
-            failures.append(f"{key} is {actual}, expected {op}{bound}" if op not in ("==", "=")
-                            else f"{key} is {actual}, expected {bound}")
-    return failures
+        low, high = bounds(key, results, None if missing is None else missing[0])
+        holds = decide(op, bound, low, high)
+        wanted_text = f"{op}{bound}" if op not in ("==", "=") else str(bound)
+        if holds is False:
+            failures.append(f"{key} is {int(results['counts'][key])}, expected {wanted_text}")
+        elif holds is None:
+            assert missing is not None
+            could_be = f"{low:g}..{high:g}" if high != math.inf else f"{low:g} or more"
+            open_.append(f"{key}: {wanted_text} not judged: {unverified_text(missing)}; {key} could be {could_be}")
+    if failures:
+        return Assessment(UNMET, unmet=failures, not_judged=open_)
+    return Assessment(NOT_JUDGED if open_ else MET, not_judged=open_)

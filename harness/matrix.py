@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from harness.expect import unmet
+from harness.expect import NOT_JUDGED, UNMET, Assessment, assess
 from harness.report import REPORT_FILE, _environment, durability_config, promises
 
 INDEX_FILE = "index.html"
@@ -24,7 +24,8 @@ INDEX_FILE = "index.html"
 # worst first: a cell takes the colour of its worst run
 VERDICTS = {
     "unmet": ("expectations not met", "the scenario expected something else: a regression or a surprise"),
-    "unjudged": ("not judged", "the run was cut short or its final read was incomplete"),
+    "unjudged": ("not judged", "the run proved nothing (cut short, no fault took effect), or an expectation "
+                               "depends on messages its final read could not verify"),
     "anomalies": ("anomalies, as expected", "Kafka lost or duplicated data, and the scenario said it would"),
     "valid": ("valid", "no anomaly"),
 }
@@ -68,11 +69,12 @@ def fault_kinds(scenario: dict[str, Any]) -> str:
     return " + ".join(kinds) or "no faults"
 
 
-def verdict_of(results: dict[str, Any], failures: list[str]) -> str:
-    if results.get("cut_short") or not results.get("final_read_complete", True):
-        return "unjudged" if not failures else "unmet"
-    if failures:
+def verdict_of(results: dict[str, Any], assessment: Assessment) -> str:
+    """A run's cell colour, from the one rule ``kchaos check`` and the nightly's exit codes follow."""
+    if assessment.outcome == UNMET:
         return "unmet"
+    if assessment.outcome == NOT_JUDGED:
+        return "unjudged"
     return "valid" if results.get("valid") else "anomalies"
 
 
@@ -92,13 +94,14 @@ def find_runs(root: Path) -> tuple[list[Run], list[str]]:
         if not isinstance(results, dict) or "counts" not in results or not isinstance(scenario, dict):
             skipped.append(f"{rel}: {'no scenario.yaml' if not isinstance(scenario, dict) else 'not a results.json'}")
             continue
-        failures = unmet(scenario.get("expect"), results)
+        assessment = assess(scenario.get("expect"), results, scenario)
         counts = results["counts"]
         link = rel / (REPORT_FILE if (run_dir / REPORT_FILE).is_file() else "results.json")
         runs.append(Run(scenario=str(scenario.get("name", rel.parts[0])), stamp=rel.parts[-1], path=run_dir,
                         link=link.as_posix(), config=durability_config(scenario), faults=fault_kinds(scenario),
-                        verdict=verdict_of(results, failures), lost=int(counts.get("lost", 0)),
-                        duplicated=int(counts.get("duplicated", 0)), counts=counts, unmet=failures))
+                        verdict=verdict_of(results, assessment), lost=int(counts.get("lost", 0)),
+                        duplicated=int(counts.get("duplicated", 0)), counts=counts,
+                        unmet=assessment.unmet + assessment.not_judged))
     return runs, skipped
 
 

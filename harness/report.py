@@ -38,6 +38,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from checkers.anomalies import ANOMALIES, DEFINITIONS
+from harness.expect import Assessment, assess
 
 log = logging.getLogger(__name__)
 
@@ -818,7 +819,7 @@ def _size(n: int) -> str:
 
 
 def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any] | None,
-                 unmet: list[str]) -> Path:
+                 assessment: Assessment) -> Path:
     """Write RUN/report.html and return its path."""
     run_dir = Path(run_dir)
     try:
@@ -853,7 +854,7 @@ def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any
     page = _environment().get_template("report.html.j2").render(
         name=(scenario or {}).get("name", run_dir.name), description=(scenario or {}).get("description", ""),
         started_at=(scenario or {}).get("started_at", ""), run_dir=str(run_dir),
-        results=results, counts=counts, unmet=unmet, expect=(scenario or {}).get("expect") or {},
+        results=results, counts=counts, assessment=assessment, expect=(scenario or {}).get("expect") or {},
         settings=durability_settings(scenario), promises=promises(durability_config(scenario)) if scenario else [],
         violations=VIOLATIONS, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
         plotly=plotly_script(), chart=chart, partitions=scan.partitions, faults=faults,
@@ -870,7 +871,6 @@ def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any
 def report_cmd(run_dir: Path) -> int:
     """``kchaos report RUN``: (re)write RUN/report.html from RUN/results.json and RUN/history."""
     from harness.errors import EXIT_VALID, HarnessError
-    from harness.expect import unmet
     from harness.verdict import resolved_scenario
 
     results_path = run_dir / "results.json"
@@ -886,6 +886,6 @@ def report_cmd(run_dir: Path) -> int:
         raise HarnessError(f"{results_path}: not a kchaos results.json (no counts)")
     scenario = resolved_scenario(run_dir)
     started = time.monotonic()
-    path = write_report(run_dir, results, scenario, unmet((scenario or {}).get("expect"), results))
+    path = write_report(run_dir, results, scenario, assess((scenario or {}).get("expect"), results, scenario))
     print(f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)")
     return EXIT_VALID

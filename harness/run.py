@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import yaml
 from tenacity import RetryError, retry, stop_after_delay, wait_fixed
 
@@ -111,6 +112,9 @@ class Trial:
     def _run(self) -> str | None:
         s = self.scenario
         self.progress.phase("starting clients")
+        library, binding = confluent_kafka.libversion()[0], confluent_kafka.version()[0]
+        self.history.event("client", client="librdkafka", version=library, binding=f"confluent-kafka {binding}",
+                           time_ns=self.history.clock.now_ns())
         try:
             self.workload.start()
         except WorkloadError as e:

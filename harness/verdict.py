@@ -5,16 +5,19 @@ Shared by ``kchaos run`` (at the end of a run) and ``kchaos check RUN``.
 
 from __future__ import annotations
 
+import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from checkers.history import HistoryError
+from checkers.history import EVENTS_FILE, HistoryError, parse_event, read_jsonl
 from checkers.reference import write_results
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
-from harness.expect import unmet
+from harness.errors import EXIT_HARNESS, HarnessError
+from harness.expect import NOT_JUDGED, Assessment, assess, run_not_judged
 from harness.report import write_report
+from harness.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 
 SUMMARY = ("acked", "failed", "indeterminate", "lost", "lost_after_read", "duplicated", "unexpected",
@@ -32,29 +35,78 @@ def resolved_scenario(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def run_record(run_dir: Path, scenario: dict[str, Any] | None) -> dict[str, Any]:
+    """What results.json says about the run besides the checker's counts: versions, times, the faults' fate.
+
+    Read from scenario.yaml and events.jsonl (fault, client and final-read lines).
+    """
+    events: list[dict[str, Any]] = []
+    path = run_dir / "history" / EVENTS_FILE
+    if path.is_file():
+        events = read_jsonl(path, f"history/{EVENTS_FILE}", parse_event, [])
+    faults = [e for e in events if e["kind"] == "fault"]
+    skipped = [e for e in faults if e.get("phase") == "skipped"]
+    client = next((e for e in events if e["kind"] == "client" and e.get("client") == "librdkafka"), None)
+    started = (scenario or {}).get("started_at")
+    last_ns = max((e["time_ns"] for e in events if isinstance(e.get("time_ns"), int)), default=None)
+    ended = None
+    if isinstance(started, str) and last_ns is not None:
+        try:
+            ended = (datetime.fromisoformat(started) + timedelta(microseconds=last_ns // 1000)).isoformat()
+        except ValueError:
+            pass
+    return {
+        "kchaos_version": kchaos_version(),
+        "kafka_version": ((scenario or {}).get("cluster") or {}).get("kafka_version"),
+        "librdkafka_version": None if client is None else client.get("version"),
+        "scenario": (scenario or {}).get("name"),
+        "run_id": f"{run_dir.parent.name}/{run_dir.name}",
+        "started_at": started if isinstance(started, str) else None,
+        "ended_at": ended,
+        "faults": {
+            "planned": len((scenario or {}).get("faults") or []),
+            "applied": sum(1 for e in faults if e.get("phase") == "start"),
+            "skipped": len(skipped),
+            "skip_reasons": sorted({str(e.get("detail")) for e in skipped}),
+        },
+    }
+
+
 def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None = None) -> int:
-    """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 cannot judge.
+    """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 not judged.
 
     ``engine`` is "spark" (the default) or "python" (the reference); ``spark_master`` a Spark cluster URL.
+    A run that proved nothing (no history to judge, cut short, no fault took effect) is one line on stderr.
     """
     if not (run_dir / "history").is_dir():
         raise HarnessError(f"{run_dir}: no history/ folder, not a kchaos run directory")
     try:
         results = check_run_with(engine, run_dir, spark_master)
+        scenario = resolved_scenario(run_dir)
+        results.update(run_record(run_dir, scenario))
     except HistoryError as e:
         raise HarnessError(str(e)) from None
+    assessment = assess((scenario or {}).get("expect"), results, scenario)
+    results["expectations"] = assessment.as_json()
+    results["exit_code"] = assessment.exit_code
     write_results(run_dir, results)
-    scenario = resolved_scenario(run_dir)
-    failures = unmet((scenario or {}).get("expect"), results)
-    report = write_report(run_dir, results, scenario, failures)
+    report = write_report(run_dir, results, scenario, assessment)
+    if run_not_judged(results, scenario):
+        print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
+        return EXIT_HARNESS
     counts = results["counts"]
     print("  ".join(f"{k} {counts[k]:,}" for k in SUMMARY if k in counts))
     for note in results.get("notes", []):
         print(f"note: {note}")
-    print(f"verdict: {'valid' if results['valid'] else 'anomalies found'}; "
-          + ("expectations met" if not failures else "expectations NOT met: " + "; ".join(failures)))
+    print(f"verdict: {'valid' if results['valid'] else 'anomalies found'}; {expectations_line(assessment)}")
     print(f"report: {report}")
-    if results.get("cut_short"):
-        print("the run was cut short: the verdict cannot be trusted")
-        return EXIT_HARNESS
-    return EXIT_VALID if not failures else EXIT_INVALID
+    return assessment.exit_code
+
+
+def expectations_line(assessment: Assessment) -> str:
+    """How the expectations came out, in one line."""
+    if assessment.unmet:
+        return "expectations NOT met: " + "; ".join(assessment.unmet)
+    if assessment.outcome == NOT_JUDGED:
+        return "expectations not judged: " + "; ".join(assessment.not_judged)
+    return "expectations met"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.expect import unmet
+from harness.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from harness.scenario import load_scenario
 
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
@@ -79,12 +79,55 @@ def test_shipped_scenarios_are_valid(path: Path) -> None:
 
 def test_expectations() -> None:
     results = {"valid": False, "counts": {"lost": 3, "duplicated": 0}}
-    assert unmet({"lost": ">0", "duplicated": 0}, results) == []
-    assert unmet({"lost": 0}, results) == ["lost is 3, expected 0"]
-    assert unmet({"lost": "<=2"}, results) == ["lost is 3, expected <=2"]
-    assert unmet({"valid": True}, results) == ["valid is false, expected true"]
-    assert unmet(None, results) == ["the verdict is not valid"]
-    assert unmet(None, {"valid": True, "counts": {}}) == []
+    assert assess({"lost": ">0", "duplicated": 0}, results) == Assessment(MET)
+    assert assess({"lost": 0}, results) == Assessment(UNMET, unmet=["lost is 3, expected 0"])
+    assert assess({"lost": "<=2"}, results).unmet == ["lost is 3, expected <=2"]
+    assert assess({"valid": True}, results).unmet == ["valid is false, expected true"]
+    assert assess(None, results).unmet == ["the verdict is not valid"]
+    assert assess(None, {"valid": True, "counts": {}}) == Assessment(MET)
+    assert [assess(e, results).exit_code for e in ({"lost": 3}, {"lost": 2})] == [0, 1]
+
+
+def incomplete(lost: int, unverifiable: int, valid: bool = True) -> dict:
+    """Results whose final read of one partition stopped short of the high watermark."""
+    return {"valid": valid, "final_read_complete": False, "incomplete_partitions": [["t", 0]], "cut_short": False,
+            "counts": {"lost": lost, "lost_unverifiable": unverifiable, "duplicated": 0, "acked": 10}}
+
+
+def test_an_expectation_the_unverified_messages_could_change_is_not_judged() -> None:
+    # 10 acks, the read-back stopped at offset 3: 7 acknowledged messages could not be verified
+    open_ = assess({"lost": 0}, incomplete(0, 7))
+    assert open_.outcome == NOT_JUDGED and open_.exit_code == 2
+    assert open_.not_judged == ["lost: 0 not judged: the final read of 1 partition did not reach the high "
+                                "watermark, 7 acknowledged messages not found there; lost could be 0..7"]
+    assert assess(None, incomplete(0, 7)).outcome == NOT_JUDGED  # valid, but only as far as it could see
+    assert assess({"duplicated": 0}, incomplete(0, 0)).outcome == NOT_JUDGED  # unread messages may repeat
+
+
+def test_an_expectation_the_unverified_messages_cannot_change_is_judged() -> None:
+    assert assess({"lost": ">0"}, incomplete(5, 7)).outcome == MET  # 5..12: more than none whatever they are
+    assert assess({"lost": "<=20"}, incomplete(5, 7)).outcome == MET
+    assert assess({"lost": 0}, incomplete(5, 7)).outcome == UNMET  # at least 5
+    assert assess({"lost": 0}, incomplete(0, 0)).outcome == MET  # every ack was found: nothing unverified
+    assert assess({"acked": 10}, incomplete(0, 7)).outcome == MET  # does not depend on the read-back
+    assert assess({"valid": False}, incomplete(5, 7, valid=False)).outcome == MET
+    both = assess({"lost": 0, "duplicated": 0}, incomplete(5, 7))
+    assert both.outcome == UNMET and both.exit_code == 1 and len(both.not_judged) == 1
+
+
+def test_a_run_that_proved_nothing_is_not_judged() -> None:
+    scenario = {"faults": [{"kind": "partition"}], "expect": {"lost": ">0"}}
+    done = {"valid": False, "final_read_complete": True, "cut_short": False, "counts": {"lost": 4},
+            "faults": {"planned": 1, "applied": 1, "skipped": 0, "skip_reasons": []}}
+    assert assess(scenario["expect"], done, scenario).outcome == MET
+    never = {**done, "faults": {"planned": 1, "applied": 0, "skipped": 3,
+                                "skip_reasons": ["no partition-leader to hit right now"]}}
+    assessment = assess(scenario["expect"], never, scenario)
+    assert assessment.outcome == NOT_JUDGED and assessment.exit_code == 2
+    assert assessment.not_judged == ["none of the scenario's 1 fault took effect (no partition-leader to hit "
+                                     "right now)"]
+    assert assess(None, {**done, "valid": True, "cut_short": True}).outcome == NOT_JUDGED
+    assert assess(None, {**done, "valid": True}, {"faults": []}).outcome == MET  # a run without faults
 
 
 def test_cli_refuses_a_bad_scenario_with_exit_2(tmp_path: Path) -> None:
