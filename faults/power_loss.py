@@ -29,10 +29,10 @@ class PowerLossFault(Fault):
         without_disk = [n.name for n in nodes if n.volume is None]
         if without_disk:
             raise FaultError(f"power-loss needs a loop-device data dir; {', '.join(without_disk)} has none")
+        kills_sent = time.monotonic()  # kill_all returns once docker saw every process exit
         kill_all(nodes)
-        killed = time.monotonic()
         try:
-            for node in nodes:  # every disk stops first, within milliseconds of the kills
+            for node in nodes:  # every disk stops first, right after the kills
                 node.volume.cut_power()  # type: ignore[union-attr]
             cut = time.monotonic()
             crashes = [(n, n.volume.crash_copy()) for n in nodes]  # type: ignore[union-attr]
@@ -44,7 +44,7 @@ class PowerLossFault(Fault):
         unmounted = [n.name for n in nodes if not n.volume.mounted]  # type: ignore[union-attr]
         if unmounted:
             raise FaultError(f"crash image not mounted for {', '.join(unmounted)}")
-        return (f"power cut {', '.join(n.name for n in nodes)}: disks stopped {(cut - killed) * 1000:.0f} ms "
+        return (f"power cut {', '.join(n.name for n in nodes)}: disks stopped {(cut - kills_sent) * 1000:.0f} ms "
                 f"after SIGKILL, nothing reached them later; crash images copied in {copied - cut:.2f} s; "
                 f"restarted on crash images")
 
