@@ -171,7 +171,7 @@ class Cluster:
                      meta: tuple[str, Role, int, Path, LoopVolume | None]) -> Node:
         name, role, node_id, data, volume = meta
         return Node(name, role, node_id, container.get_wrapped_container(),
-                    f"kchaos-{self.cluster_id}", data, volume)
+                    f"kchaos-{self.cluster_id}", data, volume, config_dir=data.parent / "etc")
 
     @classmethod
     def attach(cls, cluster_id: str | None = None) -> "Cluster":
@@ -193,7 +193,8 @@ class Cluster:
             role: Role = c.labels[LABEL_ROLE]  # type: ignore[assignment]
             node_id = int(c.labels[LABEL_NODE_ID])
             name = config.node_alias(role, node_id)
-            nodes.append(Node(name, role, node_id, c, f"kchaos-{cluster_id}", workdir / name / "data"))
+            nodes.append(Node(name, role, node_id, c, f"kchaos-{cluster_id}", workdir / name / "data",
+                              config_dir=workdir / name / "etc"))
         counts = Counter(n.role for n in nodes)
         metadata = labels.get(LABEL_METADATA, "zookeeper")  # clusters started before KRaft carry no label
         quorum = {"controllers": counts["controller"]} if metadata == "kraft" else {"zookeepers": counts["zookeeper"]}

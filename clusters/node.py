@@ -1,14 +1,18 @@
 """A handle on one node of a cluster: the typed interface faults speak to.
 
 A fault never talks to Docker itself; it asks a :class:`Node` to die, start,
-freeze, thaw, or run a command inside its network namespace.
+freeze, thaw, or run a command inside its network namespace. Network rules a
+fault registers on a node (a cut, a slow link) are put back in the new
+namespace of every restart before the node's service runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -33,6 +37,11 @@ LABEL_KRAFT_ID = "io.kchaos.kraft-cluster-id"  # KRaft mode only: the id every n
 FREEZE_ATTEMPTS = 4  # runc refused one pause of a scenario run here, with a test suite running beside it
 
 SERVICE_PORTS: dict[str, int] = {"zookeeper": 2181, "broker": 9092, "controller": 9093}
+# while this file exists in a node's config dir (/etc/kchaos in the container), its entry point waits
+# before it starts the service: clusters/images/run-node.sh
+HOLD_FILE = "hold"
+
+NetworkRule = Callable[["Node"], None]
 
 
 def freeze_refused(error: BaseException) -> bool:
@@ -41,13 +50,26 @@ def freeze_refused(error: BaseException) -> bool:
     return isinstance(error, docker.errors.APIError) and "unable to freeze" in str(error)
 
 
-def tcp_open(ip: str, port: int, timeout_s: float = 2) -> bool:
-    """Whether the harness itself can open a TCP connection to ``ip``:``port``."""
+def tcp_answer(ip: str, port: int, timeout_s: float = 2) -> Literal["connected", "refused", "silent"]:
+    """How ``ip``:``port`` answers the harness's TCP connection: ``silent`` when nothing comes back
+    (a DROP rule, or no such host)."""
     try:
         with socket.create_connection((ip, port), timeout=timeout_s):
-            return True
+            return "connected"
+    except ConnectionRefusedError:
+        return "refused"
     except OSError:
-        return False
+        return "silent"
+
+
+def tcp_open(ip: str, port: int, timeout_s: float = 2) -> bool:
+    """Whether the harness itself can open a TCP connection to ``ip``:``port``."""
+    return tcp_answer(ip, port, timeout_s) == "connected"
+
+
+def tcp_path_open(ip: str, port: int, timeout_s: float = 2) -> bool:
+    """Whether packets get from the harness to ``ip`` and back (a refusal counts: the path is open)."""
+    return tcp_answer(ip, port, timeout_s) != "silent"
 
 
 @dataclass(eq=False)  # a node is itself: compared and hashed by identity
@@ -61,6 +83,9 @@ class Node:
     network: str
     data_dir: Path     # host folder mounted at /data in the container
     volume: LoopVolume | None = None
+    config_dir: Path | None = None   # host folder mounted at /etc/kchaos: where the hold file goes
+    # fault name -> what it re-applies in the node's new network namespace at every start
+    network_rules: dict[str, NetworkRule] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.name
@@ -100,7 +125,35 @@ class Node:
         self._await_status({"exited", "dead"}, "exit after SIGKILL")
 
     def start(self) -> None:
-        """Start a stopped node again on the same data directory."""
+        """Start a stopped node again on the same data directory.
+
+        A started container gets a new network namespace, empty of the rules
+        faults had put in the old one. When some are registered, the entry
+        point holds the service back (the hold file) until every rule is
+        applied and verified in the new namespace: the node never talks to
+        anyone without them. A rule that fails leaves the node killed, never
+        running unprotected.
+        """
+        if not self.network_rules:
+            self._start_container()
+            return
+        if self.config_dir is None:
+            raise ClusterError(f"{self.name} has no config dir to hold its start in: its network rules "
+                               "could not be re-applied before it runs")
+        hold = self.config_dir / HOLD_FILE
+        hold.touch()
+        try:
+            self._start_container()
+            for rule in list(self.network_rules.values()):
+                rule(self)
+        except BaseException:
+            with contextlib.suppress(ClusterError, docker.errors.DockerException):
+                self.kill()
+            raise
+        finally:
+            hold.unlink(missing_ok=True)
+
+    def _start_container(self) -> None:
         self.container.start()
         self._await_status({"running"}, "start")
 
@@ -125,12 +178,12 @@ class Node:
         tail = self.container.logs(stdout=True, stderr=True, tail=lines).decode(errors="replace")
         return " | ".join(line.strip() for line in tail.splitlines() if line.strip())
 
-    def in_netns(self, *cmd: str) -> subprocess.CompletedProcess[str]:
+    def in_netns(self, *cmd: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run a host command inside this node's network namespace (iptables, tc, ...)."""
         pid = self.pid
         if pid == 0:
             raise ClusterError(f"{self.name} is not running: no network namespace to enter")
-        return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True, text=True)
+        return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], input=stdin, capture_output=True, text=True)
 
     @property
     def service_port(self) -> int:
@@ -138,9 +191,12 @@ class Node:
         return SERVICE_PORTS[self.role]
 
     def can_reach(self, ip: str, port: int, timeout_s: float = 2) -> bool:
-        """Whether a TCP connection from inside this node's network namespace gets through."""
-        probe = self.in_netns("timeout", str(timeout_s), "bash", "-c", f"exec 3<>/dev/tcp/{ip}/{port}")
-        return probe.returncode == 0
+        """Whether packets get from this node's namespace to ``ip`` and back: a TCP connection, or a
+        refusal from a port nothing listens on yet (a node held before its service starts). A DROP
+        rule on either side shows as a time-out."""
+        probe = self.in_netns("env", "LC_ALL=C", "timeout", str(timeout_s), "bash", "-c",
+                              f"exec 3<>/dev/tcp/{ip}/{port}")
+        return probe.returncode == 0 or "Connection refused" in probe.stderr
 
     def _await_status(self, wanted: set[str], action: str, seconds: float = 30) -> None:
         @retry(stop=stop_after_delay(seconds), wait=wait_fixed(0.1),

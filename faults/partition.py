@@ -1,9 +1,13 @@
 """partition: drop traffic between nodes with iptables inside their network namespaces.
 
-Every rule lives in a chain of its own (``KCHAOS``) hooked into INPUT and
-OUTPUT of the node's namespace, applied from the host with nsenter; healing
-unhooks and deletes that chain, so it removes exactly what the fault added.
-A DROP in both directions on one side is enough to cut a link.
+The plan (who loses whom) is drawn once per application. Both sides of every
+cut link get DROP rules in a chain of the fault's own, hooked into INPUT and
+OUTPUT of their namespaces and applied from the host with nsenter; every cut
+pair is then probed both ways. The rules are registered on the nodes, so a
+node restarted inside the cut (a nested kill or power loss) gets them back
+before its service starts, and the other side's rules follow its new
+address. Healing removes exactly those chains and checks that every pair
+reaches each other again.
 
 Modes (``options: {mode: ...}``):
 
@@ -23,44 +27,57 @@ Modes (``options: {mode: ...}``):
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+
 from clusters.errors import ClusterError
-from clusters.node import Node, tcp_open
-from faults.base import Fault, FaultError
+from clusters.node import Node, tcp_path_open
+from clusters.spec import ClusterSpec
+from faults.base import Fault, FaultError, FaultSkipped
 
 CHAIN = "KCHAOS"
 MODES = ("isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients")
+MIN_RING_NODES = 4        # with fewer, a majority of the ring is every node: nobody loses anybody
+HEAL_PROBE_S = 10         # how long a healed pair may take to answer again (a loaded machine)
+_chains = itertools.count(1)
+
+Link = tuple[Node, Node]  # a cut pair: neither may reach the other
 
 
-def iptables(node: Node, *args: str, check: bool = True) -> bool:
-    result = node.in_netns("iptables", "-w", *args)
+def iptables(node: Node, *args: str, check: bool = True, stdin: str | None = None) -> bool:
+    command = "iptables-restore" if stdin is not None else "iptables"
+    result = node.in_netns(command, "-w", *args, stdin=stdin)
     if check and result.returncode != 0:
-        raise FaultError(f"iptables {' '.join(args)} on {node.name}: {result.stderr.strip()}")
+        raise FaultError(f"{command} {' '.join(args)} on {node.name}: {result.stderr.strip()}")
     return result.returncode == 0
 
 
-def cut(node: Node, addresses: list[str]) -> None:
-    """Drop everything between ``node`` and ``addresses``."""
-    iptables(node, "-N", CHAIN, check=False)
+def cut(node: Node, chain: str, addresses: Iterable[str]) -> None:
+    """Make ``chain`` in ``node``'s namespace drop exactly the traffic to and from ``addresses``.
+
+    The chain's rules are replaced in one iptables-restore transaction, so a
+    link that stays cut is never open in between.
+    """
+    rules = [f"-A {chain} -{way} {address} -j DROP" for address in sorted(addresses) for way in ("s", "d")]
+    iptables(node, "--noflush", stdin="\n".join(["*filter", f":{chain} - [0:0]", *rules, "COMMIT", ""]))
     for hook in ("INPUT", "OUTPUT"):
-        if not iptables(node, "-C", hook, "-j", CHAIN, check=False):
-            iptables(node, "-I", hook, "1", "-j", CHAIN)
-    for address in addresses:
-        iptables(node, "-A", CHAIN, "-s", address, "-j", "DROP")
-        iptables(node, "-A", CHAIN, "-d", address, "-j", "DROP")
+        if not iptables(node, "-C", hook, "-j", chain, check=False):
+            iptables(node, "-I", hook, "1", "-j", chain)
 
 
-def mend(node: Node) -> None:
+def mend(node: Node, chain: str) -> None:
     """Remove the chain ``cut`` added, and nothing else."""
     for hook in ("INPUT", "OUTPUT"):
-        while iptables(node, "-C", hook, "-j", CHAIN, check=False):
-            iptables(node, "-D", hook, "-j", CHAIN)
-    if iptables(node, "-L", CHAIN, "-n", check=False):
-        iptables(node, "-F", CHAIN)
-        iptables(node, "-X", CHAIN)
+        while iptables(node, "-C", hook, "-j", chain, check=False):
+            iptables(node, "-D", hook, "-j", chain)
+    if iptables(node, "-L", chain, "-n", check=False):
+        iptables(node, "-F", chain)
+        iptables(node, "-X", chain)
 
 
 def ring_grudges(nodes: list[Node]) -> dict[str, set[str]]:
@@ -75,19 +92,62 @@ def ring_grudges(nodes: list[Node]) -> dict[str, set[str]]:
     return grudges
 
 
+def links_of(grudges: Mapping[Node, Iterable[Node]]) -> list[Link]:
+    """Every cut pair once, whichever side the plan named it from."""
+    seen: dict[frozenset[str], Link] = {}
+    for node, peers in grudges.items():
+        for peer in peers:
+            seen.setdefault(frozenset((node.name, peer.name)), (node, peer))
+    return sorted(seen.values(), key=lambda link: (link[0].name, link[1].name))
+
+
+def reachable(probes: list[Link]) -> list[Link]:
+    """The probes ``(a, b)`` in which ``a`` still reaches ``b``'s service port (run in parallel: a cut
+    probe costs its whole time-out)."""
+    if not probes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(probes))) as pool:
+        answers = list(pool.map(lambda p: p[0].can_reach(p[1].ip, p[1].service_port), probes))
+    return [probe for probe, open_ in zip(probes, answers) if open_]
+
+
+def both_ways(links: Iterable[Link]) -> list[Link]:
+    return [probe for a, b in links for probe in ((a, b), (b, a))]
+
+
 class PartitionFault(Fault):
     kind = "partition"
     options = {"mode": "isolate"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._cut: dict[str, list[str]] = {}
+        self.chain = f"{CHAIN}-{next(_chains)}"   # its own: a nested partition never removes this one's rules
+        self.links: list[Link] = []               # the cut pairs of the current application
+        self.cut_from_clients: list[Node] = []    # mode clients: the nodes the harness's clients lose
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         super().check_options(options)
         if options.get("mode", "isolate") not in MODES:
             raise FaultError(f"partition mode must be one of {', '.join(MODES)}, not {options['mode']!r}")
+
+    @classmethod
+    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+        """Refuse a mode and target that can never cut a link on this cluster."""
+        mode = options.get("mode", "isolate")
+        if mode == "zookeeper" and target == "controller" and spec.metadata == "kraft":
+            raise FaultError("partition mode zookeeper cuts its targets from the KRaft controllers, and target "
+                             "controller is one of them: nothing to cut")
+        if mode == "brokers":
+            hit = {"all-brokers": spec.brokers, "majority-brokers": spec.brokers // 2 + 1}.get(target, 1)
+            if target != "random-node" and hit >= spec.brokers:
+                raise FaultError(f"partition mode brokers cuts its targets from the other brokers, and target "
+                                 f"{target} leaves none of the {spec.brokers}: nothing to cut")
+        if mode == "majority-ring":
+            nodes = spec.brokers + (spec.controllers if spec.metadata == "kraft" else spec.zookeepers)
+            if nodes < MIN_RING_NODES:
+                raise FaultError(f"partition mode majority-ring needs at least {MIN_RING_NODES} nodes; with "
+                                 f"{nodes} every majority is all of them: nothing to cut")
 
     def choose(self, target: str) -> list[Node]:
         if self.settings["mode"] in ("halves", "majority-ring"):
@@ -107,7 +167,7 @@ class PartitionFault(Fault):
         return [controller] if leads and controller.running else []
 
     def grudges(self, nodes: list[Node]) -> dict[Node, list[Node]]:
-        """For each node that gets rules: the nodes it must not reach."""
+        """For each target: the nodes it must not reach. Random modes draw from the run's RNG: call once."""
         mode = self.settings["mode"]
         everyone = sorted(self.cluster.nodes, key=lambda n: n.name)
         if mode == "isolate":
@@ -127,34 +187,108 @@ class PartitionFault(Fault):
         return {t: [by_name[m] for m in sorted(names[t.name])] for t in shuffled if names[t.name]}
 
     def apply(self, nodes: list[Node]) -> str:
-        if self.settings["mode"] == "clients":
-            client = self.cluster.client_address
-            plan = {t: [client] for t in nodes}
+        mode = self.settings["mode"]
+        if mode == "clients":
+            self.cut_from_clients = list(nodes)
         else:
-            plan = {t: [p.ip for p in peers] for t, peers in self.grudges(nodes).items()}
-            probes = {t: peers[0] for t, peers in self.grudges(nodes).items() if peers}
+            self.links = links_of(self.grudges(nodes))
+            if not self.links:
+                raise FaultSkipped(f"{mode} on {', '.join(n.name for n in nodes)} cuts no link")
+        for node in self._sides():
+            node.network_rules[self.chain] = self._restore
         try:
-            for node, addresses in plan.items():
-                self._cut[node.name] = addresses
-                cut(node, addresses)
-            if self.settings["mode"] == "clients":
-                for node in plan:
-                    if tcp_open(node.ip, node.service_port):
-                        raise FaultError(f"partition did not take effect: clients still reach {node.name}")
-            else:
-                for node, peer in probes.items():
-                    if node.can_reach(peer.ip, peer.service_port):
-                        raise FaultError(f"partition did not take effect: {node.name} still reaches {peer.name}")
+            self._enforce()
+            self._verify_cut(self.links, self.cut_from_clients)
         except ClusterError as e:
             raise FaultError(str(e)) from None
-        cuts = "; ".join(f"{n.name} -/- {', '.join(a)}" for n, a in plan.items())
-        return f"{self.settings['mode']}: {cuts}"
+        return f"{mode}: {self._describe()}"
 
     def heal(self, nodes: list[Node]) -> None:
+        sides = self._sides()
+        for node in sides:
+            node.network_rules.pop(self.chain, None)
         try:
-            for node in self.cluster.nodes:
-                if node.name in self._cut and node.running:
-                    mend(node)
+            for node in sides:
+                if node.running:
+                    mend(node, self.chain)
+            self._verify_healed()
         except ClusterError as e:
             raise FaultError(str(e)) from None
-        self._cut.clear()
+        self.links, self.cut_from_clients = [], []
+
+    # ------------------------------------------------------------------ rules
+
+    def _sides(self) -> list[Node]:
+        """Every node that holds rules of this fault: both ends of each cut link."""
+        ends = {n.name: n for link in self.links for n in link}
+        ends.update((n.name, n) for n in self.cut_from_clients)
+        return sorted(ends.values(), key=lambda n: n.name)
+
+    def _enforce(self) -> None:
+        """Give every running side the rules of the plan, naming its peers by their current addresses."""
+        addresses = {n.name: n.ip for n in self._sides() if n.running}
+        drops: dict[str, set[str]] = {n: set() for n in addresses}
+        for a, b in self.links:
+            if a.name in addresses and b.name in addresses:
+                drops[a.name].add(addresses[b.name])
+                drops[b.name].add(addresses[a.name])
+        if self.cut_from_clients:
+            client = self.cluster.client_address
+            for node in self.cut_from_clients:
+                if node.name in drops:
+                    drops[node.name].add(client)
+        by_name = {n.name: n for n in self._sides()}
+        for name, dropped in drops.items():
+            cut(by_name[name], self.chain, dropped)
+
+    def _restore(self, node: Node) -> None:
+        """A side restarted in a new namespace (held before its service runs): its rules back, the other
+        sides' rules on its new address, and its links checked cut both ways."""
+        try:
+            self._enforce()
+            self._verify_cut([link for link in self.links if node in link],
+                             [n for n in self.cut_from_clients if n is node])
+        except ClusterError as e:
+            raise FaultError(str(e)) from None
+
+    # ----------------------------------------------------------------- checks
+
+    def _verify_cut(self, links: list[Link], from_clients: list[Node]) -> None:
+        """Every link drops traffic both ways (between running nodes); the clients reach no cut node."""
+        running = [(a, b) for a, b in links if a.running and b.running]
+        leaks = reachable(both_ways(running))
+        if leaks:
+            a, b = leaks[0]
+            raise FaultError(f"partition did not take effect: {a.name} still reaches {b.name}"
+                             + (f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""))
+        for node in from_clients:
+            if tcp_path_open(node.ip, node.service_port):
+                raise FaultError(f"partition did not take effect: clients still reach {node.name}")
+
+    def _verify_healed(self) -> None:
+        """Every pair that was cut (between running nodes) reaches each other again, both ways."""
+        probes = both_ways((a, b) for a, b in self.links if a.running and b.running)
+
+        @retry(stop=stop_after_delay(HEAL_PROBE_S), wait=wait_fixed(0.5), retry=retry_if_result(bool),
+               retry_error_callback=lambda state: state.outcome.result())
+        def blocked() -> list[Link]:
+            nonlocal probes
+            open_again = reachable(probes)
+            probes = [p for p in probes if p not in open_again]
+            return probes
+
+        still = blocked()
+        if still:
+            a, b = still[0]
+            raise FaultError(f"partition did not heal: {a.name} still cannot reach {b.name}")
+        for node in self.cut_from_clients:
+            if node.running and not tcp_path_open(node.ip, node.service_port):
+                raise FaultError(f"partition did not heal: clients still cannot reach {node.name}")
+
+    def _describe(self) -> str:
+        if self.cut_from_clients:
+            return "clients -/- " + ", ".join(n.name for n in self.cut_from_clients)
+        peers: dict[str, list[str]] = {}
+        for a, b in self.links:
+            peers.setdefault(a.name, []).append(b.name)
+        return "; ".join(f"{a} -/- {', '.join(bs)}" for a, bs in peers.items())

@@ -2,15 +2,22 @@
 
 tbf shapes what the node sends: replication fetch responses to followers,
 fetch responses to consumers, acknowledgements to producers. Only
-bandwidth: this kernel has no netem, and latency is not faked.
+bandwidth: this kernel has no netem, and latency is not faked. The shaping
+is registered on the node, so a restart inside the fault gets it back
+before the node's service starts.
 """
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
+from clusters.errors import ClusterError
 from clusters.node import Node
 from faults.base import Fault, FaultError
 
 INTERFACE = "eth0"
+_names = itertools.count(1)
 
 
 def tc(node: Node, *args: str) -> str:
@@ -20,20 +27,44 @@ def tc(node: Node, *args: str) -> str:
     return result.stdout
 
 
+def shaped(node: Node) -> bool:
+    return "tbf" in tc(node, "qdisc", "show", "dev", INTERFACE)
+
+
 class SlowNetworkFault(Fault):
     kind = "slow-network"
     options = {"rate": "1mbit", "burst": "32kbit", "latency": "400ms"}
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = f"slow-network-{next(_names)}"   # its key among the node's network rules
+
     def apply(self, nodes: list[Node]) -> str:
-        s = self.settings
         for node in nodes:
-            tc(node, "qdisc", "add", "dev", INTERFACE, "root", "tbf", "rate", str(s["rate"]),
-               "burst", str(s["burst"]), "latency", str(s["latency"]))
-            if "tbf" not in tc(node, "qdisc", "show", "dev", INTERFACE):
-                raise FaultError(f"slow-network did not take effect on {node.name}")
-        return f"tbf rate {s['rate']} on {', '.join(n.name for n in nodes)}"
+            node.network_rules[self.name] = self._shape
+        try:
+            for node in nodes:
+                self._shape(node)
+        except ClusterError as e:
+            raise FaultError(str(e)) from None
+        return f"tbf rate {self.settings['rate']} on {', '.join(n.name for n in nodes)}"
+
+    def _shape(self, node: Node) -> None:
+        """Put the token bucket on the node's interface (``replace``: also right after a restart)."""
+        s = self.settings
+        tc(node, "qdisc", "replace", "dev", INTERFACE, "root", "tbf", "rate", str(s["rate"]),
+           "burst", str(s["burst"]), "latency", str(s["latency"]))
+        if not shaped(node):
+            raise FaultError(f"slow-network did not take effect on {node.name}")
 
     def heal(self, nodes: list[Node]) -> None:
         for node in nodes:
-            if node.running and "tbf" in tc(node, "qdisc", "show", "dev", INTERFACE):
-                tc(node, "qdisc", "del", "dev", INTERFACE, "root")
+            node.network_rules.pop(self.name, None)
+        try:
+            for node in nodes:
+                if node.running and shaped(node):
+                    tc(node, "qdisc", "del", "dev", INTERFACE, "root")
+                if node.running and shaped(node):
+                    raise FaultError(f"slow-network did not heal on {node.name}: tbf still on {INTERFACE}")
+        except ClusterError as e:
+            raise FaultError(str(e)) from None

@@ -10,8 +10,18 @@
 # as on a machine provisioned long before (else a power cut within the first
 # 30 s would take meta.properties or bootstrap.checkpoint with it).
 # Both logging configs are passed: Kafka 3.x reads log4j 1's, 4.x log4j2's.
+# While /etc/kchaos/hold exists the node waits before anything else: the
+# harness is putting a fault's network rules (a cut, a slow link) into this
+# new network namespace, and the service must not talk before they hold.
 set -eu
 role="$1"
+held=0
+while [ -e /etc/kchaos/hold ]; do
+  if [ "$held" -ge 1200 ]; then
+    echo "run-node: held for 120 s and never released: not starting without its network rules" >&2; exit 3
+  fi
+  sleep 0.1; held=$((held + 1))
+done
 ip="$(hostname -i | awk '{print $1}')"
 mkdir -p /run/kchaos
 for f in /etc/kchaos/*; do
