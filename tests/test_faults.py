@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -16,7 +17,9 @@ from clusters.cluster import Cluster
 from clusters.node import Node, tcp_open
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic, request_topic
+from faults.base import Fault
 from faults.disk_full import DiskFullFault
+from faults.kill import KillFault
 from faults.partition import PartitionFault
 from faults.pause import PauseFault
 from faults.power_loss import PowerLossFault
@@ -109,6 +112,52 @@ def test_isolating_a_follower_shrinks_the_isr_and_healing_lets_it_rejoin(cluster
     assert follower.in_netns("iptables", "-S").stdout == rules_before
     assert follower.can_reach(cluster.broker(state.leader).ip, 9092)  # type: ignore[arg-type]
     eventually(lambda: follower.node_id in cluster.partitions(replicated)[0].isr, 60, "the follower rejoins the ISR")
+
+
+def main_process(node: Node) -> str:
+    """The command line of the node's main process: its entry point, or the service once it exec'd."""
+    return Path(f"/proc/{node.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.parametrize("inner", [KillFault, PowerLossFault])
+def test_a_partitioned_broker_restarted_inside_the_cut_stays_cut_until_it_heals(
+        cluster: Cluster, replicated: str, rng: random.Random, inner: type[Fault]) -> None:
+    victim = cluster.brokers[1]
+    peers = [b for b in cluster.brokers if b is not victim]
+    partition = PartitionFault(cluster, replicated, rng, {"mode": "brokers"})
+    partition.apply([victim])
+    restarted_as: list[str] = []
+    try:
+        victim.network_rules["test: what runs while the rules go in"] = lambda n: restarted_as.append(main_process(n))
+        crash = inner(cluster, replicated, rng)
+        crash.apply([victim])
+        crash.heal([victim])  # restarted until it serves: registered with ZooKeeper, listening
+        assert restarted_as and all("run-node.sh" in p and "java" not in p for p in restarted_as), restarted_as
+        assert "kafka.Kafka" in main_process(victim)
+        for peer in peers:
+            assert not victim.can_reach(peer.ip, 9092) and not peer.can_reach(victim.ip, 9092), peer.name
+        assert all(victim.can_reach(zk.ip, 2181) for zk in cluster.zookeepers)  # only the brokers are cut
+    finally:
+        victim.network_rules.pop("test: what runs while the rules go in", None)
+        if not victim.running:
+            cluster.recover(victim)
+        partition.heal([victim])
+    assert all(victim.can_reach(p.ip, 9092) and p.can_reach(victim.ip, 9092) for p in peers)
+    eventually(lambda: victim.node_id in cluster.partitions(replicated)[0].isr, 60, "the victim rejoins the ISR")
+
+
+def test_slow_network_outlives_a_restart_of_its_node(cluster: Cluster, rng: random.Random) -> None:
+    broker = cluster.brokers[0]
+    slow = SlowNetworkFault(cluster, "unused", rng, {"rate": "512kbit"})
+    slow.apply([broker])
+    try:
+        kill = KillFault(cluster, "unused", rng)
+        kill.apply([broker])
+        kill.heal([broker])
+        assert "tbf" in broker.in_netns("tc", "qdisc", "show", "dev", "eth0").stdout
+    finally:
+        slow.heal([broker])
+    assert "tbf" not in broker.in_netns("tc", "qdisc", "show", "dev", "eth0").stdout
 
 
 def test_cutting_clients_from_a_broker_leaves_the_cluster_connected(cluster: Cluster, rng: random.Random) -> None:
