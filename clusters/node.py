@@ -9,8 +9,10 @@ namespace of every restart before the node's service runs.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,8 @@ from tenacity import retry, retry_if_exception, retry_if_result, stop_after_atte
 
 from clusters.errors import ClusterError
 from clusters.storage import LoopVolume
+
+log = logging.getLogger(__name__)
 
 Role = Literal["zookeeper", "broker", "controller"]
 
@@ -144,8 +148,11 @@ class Node:
         hold.touch()
         try:
             self._start_container()
+            held_since = time.monotonic()
             for rule in list(self.network_rules.values()):
                 rule(self)
+            log.info("%s: %s re-applied in %.1fs before its service started", self.name,
+                     ", ".join(self.network_rules), time.monotonic() - held_since)
         except BaseException:
             with contextlib.suppress(ClusterError, docker.errors.DockerException):
                 self.kill()

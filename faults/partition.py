@@ -44,6 +44,7 @@ CHAIN = "KCHAOS"
 MODES = ("isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients")
 MIN_RING_NODES = 4        # with fewer, a majority of the ring is every node: nobody loses anybody
 HEAL_PROBE_S = 10         # how long a healed pair may take to answer again (a loaded machine)
+MAX_PROBES_AT_ONCE = 32   # a probe is one short nsenter process; halves of 6 nodes make 18
 _chains = itertools.count(1)
 
 Link = tuple[Node, Node]  # a cut pair: neither may reach the other
@@ -106,7 +107,7 @@ def reachable(probes: list[Link]) -> list[Link]:
     probe costs its whole time-out)."""
     if not probes:
         return []
-    with ThreadPoolExecutor(max_workers=min(16, len(probes))) as pool:
+    with ThreadPoolExecutor(max_workers=min(MAX_PROBES_AT_ONCE, len(probes))) as pool:
         answers = list(pool.map(lambda p: p[0].can_reach(p[1].ip, p[1].service_port), probes))
     return [probe for probe, open_ in zip(probes, answers) if open_]
 
