@@ -118,7 +118,9 @@ def test_check_on_a_standalone_cluster_matches_local_mode(spark_cluster: tuple[s
     result = subprocess.run([str(BIN / "kchaos"), "check", str(run), "--spark-master", url],
                             capture_output=True, text=True, timeout=900, env=cluster_env(tmp_path))
     assert result.returncode == 1, result.stdout + result.stderr  # anomalies found: expectations not met
-    on_cluster = json.loads((run / "results.json").read_text())
+    written = json.loads((run / "results.json").read_text())
+    assert written["exit_code"] == 1 and written["expectations"]["outcome"] == "unmet"
+    on_cluster = {k: v for k, v in written.items() if k in local}  # the checker's part; check adds the run record
     assert on_cluster == local
     assert on_cluster["checker"] == "spark" and expected.pop("checker") == "python"
     on_cluster.pop("checker")
