@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
@@ -41,44 +41,61 @@ from clusters.spec import ClusterSpec
 from faults.base import Fault, FaultError, FaultSkipped
 
 CHAIN = "KCHAOS"
+HOOKS = ("INPUT", "OUTPUT")
 MODES = ("isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients")
 MIN_RING_NODES = 4        # with fewer, a majority of the ring is every node: nobody loses anybody
 HEAL_PROBE_S = 10         # how long a healed pair may take to answer again (a loaded machine)
-MAX_PROBES_AT_ONCE = 32   # a probe is one short nsenter process; halves of 6 nodes make 18
+MAX_AT_ONCE = 32          # nsenter processes at once: halves of 6 nodes probe 18 directions
 _chains = itertools.count(1)
 
 Link = tuple[Node, Node]  # a cut pair: neither may reach the other
+T = TypeVar("T")
+V = TypeVar("V")
 
 
-def iptables(node: Node, *args: str, check: bool = True, stdin: str | None = None) -> bool:
-    command = "iptables-restore" if stdin is not None else "iptables"
-    result = node.in_netns(command, "-w", *args, stdin=stdin)
-    if check and result.returncode != 0:
-        raise FaultError(f"{command} {' '.join(args)} on {node.name}: {result.stderr.strip()}")
-    return result.returncode == 0
+def iptables_rules(node: Node) -> list[str]:
+    """The filter table of ``node``'s namespace, one ``iptables -S`` line each."""
+    result = node.in_netns("iptables", "-w", "-S")
+    if result.returncode != 0:
+        raise FaultError(f"iptables -S on {node.name}: {result.stderr.strip()}")
+    return result.stdout.splitlines()
+
+
+def iptables_restore(node: Node, lines: list[str]) -> None:
+    """Apply ``lines`` to the filter table in one transaction: all of them or none."""
+    script = "\n".join(["*filter", *lines, "COMMIT", ""])
+    result = node.in_netns("iptables-restore", "-w", "--noflush", stdin=script)
+    if result.returncode != 0:
+        raise FaultError(f"iptables-restore on {node.name}: {' | '.join(result.stderr.strip().splitlines()[:2])}")
 
 
 def cut(node: Node, chain: str, addresses: Iterable[str]) -> None:
     """Make ``chain`` in ``node``'s namespace drop exactly the traffic to and from ``addresses``.
 
-    The chain's rules are replaced in one iptables-restore transaction, so a
-    link that stays cut is never open in between.
+    One transaction replaces the chain's rules (and hooks it into INPUT and
+    OUTPUT the first time), so a link that stays cut is never open in between.
     """
-    rules = [f"-A {chain} -{way} {address} -j DROP" for address in sorted(addresses) for way in ("s", "d")]
-    iptables(node, "--noflush", stdin="\n".join(["*filter", f":{chain} - [0:0]", *rules, "COMMIT", ""]))
-    for hook in ("INPUT", "OUTPUT"):
-        if not iptables(node, "-C", hook, "-j", chain, check=False):
-            iptables(node, "-I", hook, "1", "-j", chain)
+    present = iptables_rules(node)
+    drops = [f"-A {chain} -{way} {address} -j DROP" for address in sorted(addresses) for way in ("s", "d")]
+    hooks = [f"-I {hook} 1 -j {chain}" for hook in HOOKS if f"-A {hook} -j {chain}" not in present]
+    iptables_restore(node, [f":{chain} - [0:0]", *drops, *hooks])
 
 
 def mend(node: Node, chain: str) -> None:
-    """Remove the chain ``cut`` added, and nothing else."""
-    for hook in ("INPUT", "OUTPUT"):
-        while iptables(node, "-C", hook, "-j", chain, check=False):
-            iptables(node, "-D", hook, "-j", chain)
-    if iptables(node, "-L", chain, "-n", check=False):
-        iptables(node, "-F", chain)
-        iptables(node, "-X", chain)
+    """Remove the chain ``cut`` added, and nothing else, in one transaction."""
+    present = iptables_rules(node)
+    unhook = [f"-D {hook} -j {chain}" for hook in HOOKS for _ in range(present.count(f"-A {hook} -j {chain}"))]
+    delete = [f"-F {chain}", f"-X {chain}"] if f"-N {chain}" in present else []
+    if unhook or delete:
+        iptables_restore(node, [*unhook, *delete])
+
+
+def on_each(action: Callable[[V], T], items: list[V]) -> list[T]:
+    """``action`` on every item at once (up to 32): each waits on Docker and nsenter, slow on a loaded machine."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_AT_ONCE, len(items))) as pool:
+        return list(pool.map(action, items))
 
 
 def ring_grudges(nodes: list[Node]) -> dict[str, set[str]]:
@@ -103,12 +120,9 @@ def links_of(grudges: Mapping[Node, Iterable[Node]]) -> list[Link]:
 
 
 def reachable(probes: list[Link]) -> list[Link]:
-    """The probes ``(a, b)`` in which ``a`` still reaches ``b``'s service port (run in parallel: a cut
+    """The probes ``(a, b)`` in which ``a`` still reaches ``b``'s service port (all at once: a cut
     probe costs its whole time-out)."""
-    if not probes:
-        return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PROBES_AT_ONCE, len(probes))) as pool:
-        answers = list(pool.map(lambda p: p[0].can_reach(p[1].ip, p[1].service_port), probes))
+    answers = on_each(lambda p: p[0].can_reach(p[1].ip, p[1].service_port), probes)
     return [probe for probe, open_ in zip(probes, answers) if open_]
 
 
@@ -209,9 +223,7 @@ class PartitionFault(Fault):
         for node in sides:
             node.network_rules.pop(self.chain, None)
         try:
-            for node in sides:
-                if node.running:
-                    mend(node, self.chain)
+            on_each(lambda node: mend(node, self.chain) if node.running else None, sides)
             self._verify_healed()
         except ClusterError as e:
             raise FaultError(str(e)) from None
@@ -227,7 +239,8 @@ class PartitionFault(Fault):
 
     def _enforce(self) -> None:
         """Give every running side the rules of the plan, naming its peers by their current addresses."""
-        addresses = {n.name: n.ip for n in self._sides() if n.running}
+        sides = self._sides()
+        addresses = {n.name: ip for n, ip in zip(sides, on_each(lambda n: n.ip if n.running else "", sides)) if ip}
         drops: dict[str, set[str]] = {n: set() for n in addresses}
         for a, b in self.links:
             if a.name in addresses and b.name in addresses:
@@ -238,9 +251,7 @@ class PartitionFault(Fault):
             for node in self.cut_from_clients:
                 if node.name in drops:
                     drops[node.name].add(client)
-        by_name = {n.name: n for n in self._sides()}
-        for name, dropped in drops.items():
-            cut(by_name[name], self.chain, dropped)
+        on_each(lambda node: cut(node, self.chain, drops[node.name]), [n for n in sides if n.name in drops])
 
     def _restore(self, node: Node) -> None:
         """A side restarted in a new namespace (held before its service runs): its rules back, the other

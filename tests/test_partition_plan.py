@@ -76,13 +76,21 @@ class FakeNode:
         if args[0] == "iptables-restore":
             return self._restore(stdin or "")
         assert args[0] == "iptables", cmd
+        if args[1:] == ["-S"]:
+            return SimpleNamespace(returncode=0, stdout=self._listing(), stderr="")
         return SimpleNamespace(returncode=0 if self._iptables(args[1:]) else 1, stdout="", stderr="")
+
+    def _listing(self) -> str:
+        lines = [f"-N {chain}" for chain in self.chains]
+        lines += [f"-A {hook} -j {chain}" for hook, chains in self.hooks.items() for chain in chains]
+        lines += [f"-A {chain} -{way} {addr}/32 -j DROP" for chain, rules in self.chains.items() for way, addr in rules]
+        return "\n".join(lines) + "\n"
 
     def _restore(self, script: str) -> SimpleNamespace:
         for line in script.splitlines():
             if line.startswith(":"):
                 self.chains[line[1:].split()[0]] = []
-            elif line.startswith("-A"):
+            elif line.startswith("-"):
                 self._iptables(line.split())
         return SimpleNamespace(returncode=0, stdout="", stderr="")
 
