@@ -16,10 +16,10 @@ from clusters.spec import ClusterSpec
 from harness import cluster_cmd
 from harness.run import run_scenario
 from harness.scenario import load_scenario
-from harness.matrix import write_matrix
+from verdicts.matrix import write_matrix
 from harness.nightly import nightly
-from harness.report import report_cmd
-from harness.verdict import judge
+from verdicts.report import report_cmd
+from verdicts.verdict import judge
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
 from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
 from harness.versions import kchaos_version

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
-from harness.matrix import write_matrix
+from verdicts.matrix import write_matrix
 from harness.scenario import load_scenario
 
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)

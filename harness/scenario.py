@@ -9,7 +9,6 @@ the path is one Kafka setting (``workload.producers.config.enable.idempotence=tr
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -25,15 +24,12 @@ from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
+from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_producer_settings,
                                     check_topic_settings)
 
 Scalar = Union[bool, int, float, str]
 CONFIG_MAPS = {"config", "broker_config"}
-EXPECTABLE = ("valid", "lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
-              "reordered", "consumer_skipped", "consumer_redelivered", "unknown", "acked", "failed",
-              "indeterminate")
-EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 
 
 class Strict(BaseModel):

@@ -26,10 +26,10 @@ import yaml
 
 from checkers.reference import check_run, write_results
 from harness.cli import main
-from harness.expect import assess
-from harness.matrix import write_matrix
+from verdicts.expect import assess
+from verdicts.matrix import write_matrix
 from harness.nightly import Outcome, Variant, junit_xml, nightly, nightly_scenarios
-from harness.report import NS, latency_bucket, bucket_ms, scan_history, write_report
+from verdicts.report import NS, latency_bucket, bucket_ms, scan_history, write_report
 from harness.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parent.parent

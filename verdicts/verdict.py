@@ -15,8 +15,8 @@ import yaml
 from checkers.history import EVENTS_FILE, HistoryError, parse_event, read_jsonl
 from checkers.reference import write_results
 from harness.errors import EXIT_HARNESS, HarnessError
-from harness.expect import NOT_JUDGED, Assessment, assess, run_not_judged
-from harness.report import write_report
+from verdicts.expect import NOT_JUDGED, Assessment, assess, run_not_judged
+from verdicts.report import write_report
 from harness.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 

@@ -38,7 +38,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from checkers.anomalies import ANOMALIES, DEFINITIONS
-from harness.expect import Assessment, assess
+from verdicts.expect import Assessment, assess
 
 log = logging.getLogger(__name__)
 
@@ -787,7 +787,7 @@ def _read_row(r: dict[str, Any], faults: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env = Environment(loader=PackageLoader("verdicts", "templates"), autoescape=select_autoescape(["html", "j2"]))
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else ("—" if v is None else v)
     env.filters["setting"] = lambda v: str(v).lower() if isinstance(v, bool) else v
     return env
@@ -871,7 +871,7 @@ def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any
 def report_cmd(run_dir: Path) -> int:
     """``kchaos report RUN``: (re)write RUN/report.html from RUN/results.json and RUN/history."""
     from harness.errors import EXIT_VALID, HarnessError
-    from harness.verdict import resolved_scenario
+    from verdicts.verdict import resolved_scenario
 
     results_path = run_dir / "results.json"
     if not (run_dir / "history").is_dir():

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from harness.expect import NOT_JUDGED, UNMET, Assessment, assess
-from harness.report import REPORT_FILE, _environment, durability_config, promises
+from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
+from verdicts.report import REPORT_FILE, _environment, durability_config, promises
 
 INDEX_FILE = "index.html"
 
