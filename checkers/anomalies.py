@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rundir.documents import SCHEMA_VERSION
+
 ANOMALIES = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
              "reordered", "consumer_skipped", "consumer_redelivered", "unknown")
 
@@ -40,8 +42,6 @@ VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer
 
 NO_SCENARIO_NOTE = "no scenario.yaml: assuming the producers promised neither idempotence nor order"
 
-# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
-SCHEMA_VERSION = 2
 
 
 def repeated_sends_note(repeats: int) -> str:

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
                                 results_document)
-from checkers.history import HistoryError, require_history
-from checkers.reference import SCENARIO_FILE, load_scenario
+from rundir.documents import read_scenario
+from rundir.layout import RunDir, require_history
+from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, collect_names, encode, no_reads
@@ -81,7 +82,7 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     try:
         history = read_history(spark, history_dir, files)
         try:
-            promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
+            promises, note = promises_from_scenario(read_scenario(RunDir(run_dir)))
             results = judge_history(spark, history, promises)
         finally:
             history.unpersist()

@@ -50,8 +50,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from checkers.history import READS_FILE, SENDS_FILE, BadLine, HistoryError, LineRules, parse_json_line, parse_read, \
-    parse_send
+from checkers.history import parse_read, parse_send
+from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE
+from rundir.lines import BadLine, HistoryError, LineRules, parse_json_line
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
 MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkers.history import HistoryError
+from rundir.lines import HistoryError
 
 ENGINES = ("spark", "python")
 DEFAULT_ENGINE = "spark"

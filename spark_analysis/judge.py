@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from checkers.history import HistoryError
+from rundir.lines import HistoryError
 from spark_analysis.encode import FAIL, INFO, MAX_MASK_GROUPS, OK, Names
 
 if TYPE_CHECKING:

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from checkers.history import (CUT_SHORT_NOTE, EVENTS_FILE, READS_FILE, SENDS_FILE, BadLine, HistoryError,
-                              _why_not_json, parse_event, parse_json_line, parse_read, parse_send)
+from checkers.history import CUT_SHORT_NOTE, parse_read, parse_send
+from rundir.layout import EVENTS as EVENTS_FILE, READS as READS_FILE, SENDS as SENDS_FILE, require_history
+from rundir.lines import BadLine, HistoryError, parse_event, parse_json_line, why_not_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -326,8 +327,8 @@ def _judge_flagged(spark: "SparkSession", table: "DataFrame", file: FileRead, la
                 obj = parse_json_line(raw)
             except ValueError as e:
                 if last_good is not None and last_good > key:
-                    raise HistoryError(f"{file.label} line {number}: {_why_not_json(e)}") from None
-                unparsed = (number, _why_not_json(e))
+                    raise HistoryError(f"{file.label} line {number}: {why_not_json(e)}") from None
+                unparsed = (number, why_not_json(e))
                 continue
             try:
                 if type(obj) is not dict:
@@ -403,11 +404,8 @@ class SparkHistory:
 
 def read_history(spark: "SparkSession", history_dir: Path) -> SparkHistory:
     """Read the three files; sends.jsonl must exist, the others may be missing (noted), as in the reference."""
-    if not history_dir.is_dir():
-        raise HistoryError(f"{history_dir}: no history directory")
+    require_history(history_dir)
     label = history_dir.name
-    if not (history_dir / SENDS_FILE).is_file():
-        raise HistoryError(f"{label}/{SENDS_FILE}: missing")
     files: dict[str, FileRead | None] = {}
     try:
         for kind in (SENDS, READS, EVENTS):

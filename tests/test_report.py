@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from checkers.reference import check_run, write_results
+from checkers.reference import check_run
+from rundir.documents import write_results
+from rundir.layout import RunDir
 from harness.cli import main
 from verdicts.expect import assess
 from verdicts.matrix import write_matrix
@@ -129,8 +131,8 @@ def make_run(root: Path, scenario_file: str = "acks1-leader-kill.yaml", *, lossy
     for name, lines in (("sends", sends), ("reads", reads), ("events", events)):
         (run / "history" / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     results = check_run(run)
-    write_results(run, results)
-    write_report(run, results, scenario, assess(scenario.get("expect"), results, scenario))
+    write_results(RunDir(run), results)
+    write_report(RunDir(run), results, scenario, assess(scenario.get("expect"), results, scenario))
     return run
 
 
@@ -266,7 +268,7 @@ def test_report_cli_rewrites_the_report_and_refuses_a_run_without_results(lossy_
 
 def test_a_report_without_history_or_scenario_still_says_the_verdict(tmp_path: Path) -> None:
     results = {"valid": True, "counts": {"sent": 0, "acked": 0, "lost": 0}, "final_read_complete": True}
-    page = write_report(tmp_path, results, None, []).read_text()
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
     assert 'id="verdict">valid<' in page and "unknown (no scenario.yaml)" in page
     assert "history/sends.jsonl is missing" in page
 

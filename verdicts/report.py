@@ -38,13 +38,16 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from checkers.anomalies import ANOMALIES, DEFINITIONS
+from harness.errors import EXIT_VALID, HarnessError
+from rundir.documents import read_results, read_scenario
+from rundir.layout import RunDir
+from rundir.lines import HistoryError
 from verdicts.expect import Assessment, assess
 
 log = logging.getLogger(__name__)
 
 VIOLATIONS = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
               "reordered", "consumer_skipped")
-REPORT_FILE = "report.html"
 MAX_BINS = 7200  # above two hours of seconds, the timeline sums several seconds per point
 MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
 MAX_PARTITION_LINES = 12  # more partitions: the ISR chart shows the minimum and the count under-replicated
@@ -818,10 +821,10 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any] | None,
+def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] | None,
                  assessment: Assessment) -> Path:
     """Write RUN/report.html and return its path."""
-    run_dir = Path(run_dir)
+    run_dir = run.path
     try:
         scan = scan_history(run_dir / "history", example_positions(results))
     except Exception as e:  # noqa: BLE001 - a report without a timeline beats a run that ends in a traceback
@@ -861,7 +864,7 @@ def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any
         examples=describe_examples(results, scan.faults, scan.at_offsets), scenario_text=scenario_text, files=_files(run_dir),
         notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",
         leader_changes=len(scan.leader_changes))
-    path = run_dir / REPORT_FILE
+    path = run.report
     tmp = path.with_name(".report.html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)
@@ -870,22 +873,14 @@ def write_report(run_dir: Path, results: dict[str, Any], scenario: dict[str, Any
 
 def report_cmd(run_dir: Path) -> int:
     """``kchaos report RUN``: (re)write RUN/report.html from RUN/results.json and RUN/history."""
-    from harness.errors import EXIT_VALID, HarnessError
-    from verdicts.verdict import resolved_scenario
-
-    results_path = run_dir / "results.json"
-    if not (run_dir / "history").is_dir():
-        raise HarnessError(f"{run_dir}: no history/ folder, not a kchaos run directory")
-    if not results_path.is_file():
-        raise HarnessError(f"{results_path}: missing; `kchaos check {run_dir}` writes it")
+    run = RunDir(run_dir)
     try:
-        results = json.loads(results_path.read_text())
-    except ValueError as e:
-        raise HarnessError(f"{results_path}: not valid JSON ({e})") from None
-    if not isinstance(results, dict) or not isinstance(results.get("counts"), dict):
-        raise HarnessError(f"{results_path}: not a kchaos results.json (no counts)")
-    scenario = resolved_scenario(run_dir)
+        run.require()
+        results = read_results(run)
+        scenario = read_scenario(run)
+    except HistoryError as e:
+        raise HarnessError(str(e)) from None
     started = time.monotonic()
-    path = write_report(run_dir, results, scenario, assess((scenario or {}).get("expect"), results, scenario))
+    path = write_report(run, results, scenario, assess((scenario or {}).get("expect"), results, scenario))
     print(f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)")
     return EXIT_VALID
