@@ -39,6 +39,12 @@ COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS
 
 # Always a violation, whatever the producers promised.
 VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped")
+# Only counted, never a problem in themselves: at-least-once redelivery, and sends whose outcome is unknown.
+COUNTED_ONLY = ("consumer_redelivered", "unknown")
+# Shown as problems in reports: every anomaly but those only counted.
+FLAGGED = tuple(a for a in ANOMALIES if a not in COUNTED_ONLY)
+# The one-line summary `kchaos check` prints, in this order.
+SUMMARY = ("acked", "failed", "indeterminate", *(a for a in ANOMALIES if a != "unknown"))
 
 NO_SCENARIO_NOTE = "no scenario.yaml: assuming the producers promised neither idempotence nor order"
 

@@ -37,7 +37,7 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from checkers.anomalies import ANOMALIES, DEFINITIONS
+from checkers.anomalies import ANOMALIES, DEFINITIONS, FLAGGED
 from harness.errors import EXIT_VALID, HarnessError
 from rundir.documents import read_results, read_scenario
 from rundir.layout import RunDir
@@ -46,8 +46,6 @@ from verdicts.expect import Assessment, assess
 
 log = logging.getLogger(__name__)
 
-VIOLATIONS = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
-              "reordered", "consumer_skipped")
 MAX_BINS = 7200  # above two hours of seconds, the timeline sums several seconds per point
 MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
 MAX_PARTITION_LINES = 12  # more partitions: the ISR chart shows the minimum and the count under-replicated
@@ -859,7 +857,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         started_at=(scenario or {}).get("started_at", ""), run_dir=str(run_dir),
         results=results, counts=counts, assessment=assessment, expect=(scenario or {}).get("expect") or {},
         settings=durability_settings(scenario), promises=promises(durability_config(scenario)) if scenario else [],
-        violations=VIOLATIONS, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
+        violations=FLAGGED, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
         plotly=plotly_script(), chart=chart, partitions=scan.partitions, faults=faults,
         examples=describe_examples(results, scan.faults, scan.at_offsets), scenario_text=scenario_text, files=_files(run_dir),
         notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",

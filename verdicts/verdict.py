@@ -10,17 +10,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from checkers.anomalies import SUMMARY
+from harness.errors import EXIT_HARNESS, HarnessError
+from harness.versions import kchaos_version
 from rundir.documents import read_events, read_scenario, write_results
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
-from harness.errors import EXIT_HARNESS, HarnessError
+from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 from verdicts.expect import NOT_JUDGED, Assessment, assess, run_not_judged
 from verdicts.report import write_report
-from harness.versions import kchaos_version
-from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 
-SUMMARY = ("acked", "failed", "indeterminate", "lost", "lost_after_read", "duplicated", "unexpected",
-           "failed_but_present", "divergent", "reordered", "consumer_skipped", "consumer_redelivered")
 
 
 def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
