@@ -60,7 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clusters.cluster import Cluster  # noqa: E402
-from clusters.image import DEFAULT_KAFKA_VERSION, kafka_jars, uses_log4j2  # noqa: E402
+from clusters.image import kafka_jars, uses_log4j2  # noqa: E402
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import Terminated, install_termination_handlers  # noqa: E402

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
 from clusters.spec import ClusterSpec, TopicSpec
 from faults.base import FaultError
 from faults.registry import FAULTS
