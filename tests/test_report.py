@@ -30,7 +30,8 @@ from rundir.layout import RunDir
 from harness.cli import main
 from verdicts.expect import assess
 from verdicts.matrix import write_matrix
-from harness.nightly import Outcome, Variant, junit_xml, nightly, nightly_scenarios
+from harness.nightly import Variant, nightly, nightly_scenarios
+from verdicts.junit import Outcome, junit_xml
 from verdicts.report import NS, latency_bucket, bucket_ms, scan_history, write_report
 from harness.scenario import load_scenario
 
