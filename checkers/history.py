@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from checkers.anomalies import CUT_SHORT_NOTE
 from rundir.documents import read_events
 from rundir.layout import READS, SENDS, require_history
 from rundir.lines import BadLine, choice_of, field_of, lines_at, read_jsonl
@@ -33,9 +34,6 @@ OK, FAIL, INFO = "ok", "fail", "info"
 LIVE, FINAL = "live", "final"
 SEND_STATUSES = {OK: OK, FAIL: FAIL, INFO: INFO}
 PHASES = {LIVE: LIVE, FINAL: FINAL}
-
-CUT_SHORT_NOTE = "the run was cut short: no final read-back was recorded, so loss cannot be judged"
-
 
 
 class Send(NamedTuple):
@@ -156,7 +154,7 @@ def _name(value: str | None) -> str | None:
 
 
 def parse_send(obj: dict[str, Any], line: int) -> Send:
-    """A send line as a Send; the common, well-formed line takes a quick path (see _checked_send)."""
+    """A send line as a Send; the common, well-formed line takes a quick path (see checked_send)."""
     get = obj.get
     producer, seq, topic, status = get("producer"), get("seq"), get("topic"), get("status")
     partition, offset = get("partition", _ABSENT), get("offset")
@@ -164,10 +162,10 @@ def parse_send(obj: dict[str, Any], line: int) -> Send:
     if (type(producer) is str and type(seq) is int and type(topic) is str and status is not None
             and (partition is None or type(partition) is int) and (offset is None or type(offset) is int)):
         return Send(_intern(producer), seq, _intern(topic), partition, offset, status, line)
-    return _checked_send(obj, line)
+    return checked_send(obj, line)
 
 
-def _checked_send(obj: dict[str, Any], line: int) -> Send:
+def checked_send(obj: dict[str, Any], line: int) -> Send:
     """Field by field, so that a bad line is reported by what is wrong with it."""
     return Send(
         producer=_name(field_of(obj, "producer", str)),
@@ -181,7 +179,7 @@ def _checked_send(obj: dict[str, Any], line: int) -> Send:
 
 
 def parse_read(obj: dict[str, Any], line: int) -> Read:
-    """A read line as a Read; the common, well-formed line takes a quick path (see _checked_read)."""
+    """A read line as a Read; the common, well-formed line takes a quick path (see checked_read)."""
     get = obj.get
     consumer, group, phase, topic = get("consumer"), get("group"), get("phase"), get("topic")
     partition, offset, producer, seq = get("partition"), get("offset"), get("producer"), get("seq")
@@ -191,10 +189,10 @@ def parse_read(obj: dict[str, Any], line: int) -> Read:
             and type(producer) is str and type(seq) is int):
         return Read(_intern(consumer), None if group is None else _intern(group), phase, _intern(topic),
                     partition, offset, _intern(producer), seq, line)
-    return _checked_read(obj, line)
+    return checked_read(obj, line)
 
 
-def _checked_read(obj: dict[str, Any], line: int) -> Read:
+def checked_read(obj: dict[str, Any], line: int) -> Read:
     """Field by field, so that a bad line is reported by what is wrong with it (or a foreign value accepted)."""
     producer = field_of(obj, "producer", str, nullable=True)
     seq = field_of(obj, "seq", int, nullable=True)

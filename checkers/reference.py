@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
-                                results_document)
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
+                                repeated_sends_note, results_document)
 from checkers.history import FAIL, FINAL, INFO, OK, History, Read, Send, paused_gc, read_history
 from rundir.documents import committed_offsets, final_read_completeness, read_scenario
 from rundir.layout import RunDir, require_history
@@ -310,22 +310,13 @@ def incomplete_partitions(judge: Judge) -> list[Part]:
 
 def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
     """Say what the counts alone would hide: what could not be judged, and what was judged leniently."""
-    if found.lost_unverifiable:
-        notes.append(f"{found.lost_unverifiable} acknowledged messages were not found, but the final read of "
-                     "their partition was incomplete: counted as lost_unverifiable, not lost")
-    if found.unordered:
-        notes.append(f"{found.unordered} acknowledged messages are out of seq order in their partition, but the "
-                     "producers did not promise order: not counted as reordered")
-    no_partition = sum(1 for s in judge.sends.values() if s.status == OK and s.partition is None)
-    if no_partition:
-        notes.append(f"{no_partition} acknowledged sends name no partition: judged against their whole topic")
-    if judge.reads.foreign:
-        notes.append(f"{len(judge.reads.foreign)} positions hold a value kchaos did not write (no producer/seq): "
-                     "counted as unexpected")
-    ungrouped = sum(judge.reads.live.get(None, Counter()).values())
-    if ungrouped:
-        notes.append(f"{ungrouped} live reads name no consumer group: they count for lost_after_read only, "
-                     "not for consumer_skipped or consumer_redelivered")
+    notes += judgement_notes(
+        lost_unverifiable=found.lost_unverifiable,
+        unordered=found.unordered,
+        no_partition=sum(1 for s in judge.sends.values() if s.status == OK and s.partition is None),
+        foreign_positions=len(judge.reads.foreign),
+        ungrouped_live_reads=sum(judge.reads.live.get(None, Counter()).values()),
+    )
 
 
 # --- examples ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from checkers.history import CUT_SHORT_NOTE
+from checkers.anomalies import CUT_SHORT_NOTE
 from rundir.documents import committed_offsets, final_read_completeness, read_events
 from rundir.layout import require_history
 

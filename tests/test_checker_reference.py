@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from checkers.anomalies import (ANOMALIES, COUNTS, DEFINITIONS, NO_SCENARIO_NOTE, Promises, promises_from_scenario,
-                                 validity)
+from checkers.anomalies import (ANOMALIES, COUNTS, CUT_SHORT_NOTE, DEFINITIONS, NO_SCENARIO_NOTE, Promises,
+                                promises_from_scenario, validity)
 from checkers import history as history_module
-from checkers.history import CUT_SHORT_NOTE, History, read_history
+from checkers.history import History, read_history
 from checkers.reference import check, check_run
 from rundir.documents import write_results
 from rundir.layout import NotJudged, RunDir
@@ -555,7 +555,7 @@ def test_write_results_is_atomic_json(tmp_path: Path) -> None:
     {**send("p0", 4), "offset": None}, {k: v for k, v in send("p0", 5, status="info").items() if k != "offset"},
 ])
 def test_quick_and_checked_send_parsing_agree(line: dict[str, Any]) -> None:
-    assert history_module.parse_send(line, 7) == history_module._checked_send(line, 7)
+    assert history_module.parse_send(line, 7) == history_module.checked_send(line, 7)
 
 
 @pytest.mark.parametrize("line", [
@@ -563,7 +563,7 @@ def test_quick_and_checked_send_parsing_agree(line: dict[str, Any]) -> None:
     {k: v for k, v in read("p0", 1, 1).items() if k != "group"},
 ])
 def test_quick_and_checked_read_parsing_agree(line: dict[str, Any]) -> None:
-    assert history_module.parse_read(line, 7) == history_module._checked_read(line, 7)
+    assert history_module.parse_read(line, 7) == history_module.checked_read(line, 7)
 
 
 def test_history_built_in_memory(tmp_path: Path) -> None:
