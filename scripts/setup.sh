@@ -52,7 +52,7 @@ else
 fi
 
 step "Spark class archive (the checker's JVM starts from it)"
-.venv/bin/python -m spark_analysis.class_archive
+.venv/bin/python -m spark_analysis.make_class_archive
 
 step "Node images and the setting names of each Kafka version"
 .venv/bin/python -m clusters.prepare

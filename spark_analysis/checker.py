@@ -46,6 +46,7 @@ from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
 from spark_analysis.reader import SparkHistory
+from spark_analysis.session import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,8 +71,6 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     history_dir = run_dir / "history"
     require_history(history_dir)  # the cheap checks come before Spark starts
     files = convert_history(history_dir) if input_format(history_format) == "parquet" else None
-    from spark_analysis.session import spark_session
-
     own = spark is None
     if spark is None:
         from pyspark.sql import SparkSession
