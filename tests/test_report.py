@@ -224,7 +224,7 @@ def assert_report_page(dom: Dom, results: dict[str, Any]) -> None:
 def test_the_streaming_pass_agrees_with_the_checker(lossy_run: Path) -> None:
     results = json.loads((lossy_run / "results.json").read_text())
     assert results["counts"]["lost"] > 10 and results["counts"]["duplicated"] == 2
-    scan = scan_history(lossy_run / "history")
+    scan = scan_history(RunDir(lossy_run))
     assert scan.totals == {name: results["counts"][name] for name in ("lost", "duplicated", "divergent")}
     # every lost message sits at the second it was acknowledged (10 s), duplicates at theirs
     assert [s for s, n in enumerate(scan.lost.v) if n] == [10]

@@ -18,7 +18,7 @@ from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
 from rundir.documents import read_results, read_scenario
 from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, RunDir
 from rundir.lines import HistoryError
-from verdicts.report import _environment, durability_config, promises
+from verdicts.report import durability_config, promises, templates
 
 
 # worst first: a cell takes the colour of its worst run
@@ -129,7 +129,7 @@ def write_matrix(root: Path) -> Path:
     root = Path(root)
     runs, skipped = find_runs(root)
     rows, columns = build_matrix(runs)
-    page = _environment().get_template("matrix.html.j2").render(
+    page = templates().get_template("matrix.html.j2").render(
         root=str(root), rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
         settings=list(rows[0]["config"]) if rows else [],
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
