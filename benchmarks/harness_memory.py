@@ -37,7 +37,7 @@ from producer_vs_kafka import (BENCH_OUT, CpuMeter, Profiler, abort_profilers, c
                                count_acked, cpu_text, load, new_history, producer_clients, quiet_logging,
                                run_main, say, start_cluster, status_rss_kb)
 
-from clusters.image import DEFAULT_KAFKA_VERSION  # noqa: E402
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402

@@ -60,10 +60,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clusters.cluster import Cluster  # noqa: E402
-from clusters.image import DEFAULT_KAFKA_VERSION, kafka_jars, uses_log4j2  # noqa: E402
+from clusters.image import kafka_jars, uses_log4j2  # noqa: E402
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import Terminated, install_termination_handlers  # noqa: E402
+from rundir.layout import RunDir  # noqa: E402
 from workloads.consumer import ConsumerClient, read_back  # noqa: E402
 from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
 from workloads.producer import ProducerClient  # noqa: E402
@@ -186,7 +188,7 @@ def delete_topic(cluster: Cluster, name: str) -> None:
 def new_history(run_dir: Path) -> History:
     """A run directory's history, as run_scenario opens it."""
     (run_dir / "history").mkdir(parents=True, exist_ok=True)
-    return History(run_dir, RunClock())
+    return History(RunDir(run_dir), RunClock())
 
 
 def producer_clients(cluster: Cluster, topic: str, history: History, count: int,

@@ -1,14 +1,16 @@
-"""The anomalies every kchaos checker reports, what the producers promised, and what makes a run valid.
+"""The anomalies every kchaos checker reports, what the producers promised, what makes a run valid, and the notes.
 
 Kept apart from the reference checker so that the Spark checker, the report
-and the harness share one list of names, one set of definitions and one
-validity rule (DESIGN.md, "Anomalies").
+and the harness share one list of names, one set of definitions, one
+validity rule (DESIGN.md, "Anomalies") and one wording of every note.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from rundir.documents import SCHEMA_VERSION
 
 ANOMALIES = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
              "reordered", "consumer_skipped", "consumer_redelivered", "unknown")
@@ -37,17 +39,51 @@ COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS
 
 # Always a violation, whatever the producers promised.
 VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped")
+# Only counted, never a problem in themselves: at-least-once redelivery, and sends whose outcome is unknown.
+COUNTED_ONLY = ("consumer_redelivered", "unknown")
+# Shown as problems in reports: every anomaly but those only counted.
+FLAGGED = tuple(a for a in ANOMALIES if a not in COUNTED_ONLY)
+# The one-line summary `kchaos check` prints, in this order.
+SUMMARY = ("acked", "failed", "indeterminate", *(a for a in ANOMALIES if a != "unknown"))
+
+# --- the notes: what the counts alone would hide, worded once for both checkers ---------------------
 
 NO_SCENARIO_NOTE = "no scenario.yaml: assuming the producers promised neither idempotence nor order"
-
-# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
-SCHEMA_VERSION = 2
+NO_PRODUCER_CONFIG_NOTE = ("scenario.yaml has no workload.producers.config: assuming librdkafka's defaults "
+                           "(no idempotence, many requests in flight)")
+CUT_SHORT_NOTE = "the run was cut short: no final read-back was recorded, so loss cannot be judged"
 
 
 def repeated_sends_note(repeats: int) -> str:
-    """Both checkers' note when (producer, seq) pairs appear on several send lines."""
+    """The note when (producer, seq) pairs appear on several send lines."""
     return (f"{repeats} send lines repeated an earlier (producer, seq); an ok line wins over info and fail "
             "(an acknowledgement is never downgraded), else the last line")
+
+
+def judgement_notes(*, lost_unverifiable: int, unordered: int, no_partition: int, foreign_positions: int,
+                    ungrouped_live_reads: int) -> list[str]:
+    """The notes on what could not be judged and what was judged leniently, in the order results.json lists them.
+
+    ``unordered``: acknowledged messages out of seq order whose producers did
+    not promise order (so not counted as reordered); ``foreign_positions``:
+    positions holding a value kchaos did not write.
+    """
+    notes = []
+    if lost_unverifiable:
+        notes.append(f"{lost_unverifiable} acknowledged messages were not found, but the final read of "
+                     "their partition was incomplete: counted as lost_unverifiable, not lost")
+    if unordered:
+        notes.append(f"{unordered} acknowledged messages are out of seq order in their partition, but the "
+                     "producers did not promise order: not counted as reordered")
+    if no_partition:
+        notes.append(f"{no_partition} acknowledged sends name no partition: judged against their whole topic")
+    if foreign_positions:
+        notes.append(f"{foreign_positions} positions hold a value kchaos did not write (no producer/seq): "
+                     "counted as unexpected")
+    if ungrouped_live_reads:
+        notes.append(f"{ungrouped_live_reads} live reads name no consumer group: they count for lost_after_read "
+                     "only, not for consumer_skipped or consumer_redelivered")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -69,9 +105,7 @@ def promises_from_scenario(scenario: dict[str, Any] | None) -> tuple[Promises, s
         return Promises(idempotent=False, ordered=False), NO_SCENARIO_NOTE
     config = _producer_config(scenario)
     if config is None:
-        return (Promises(idempotent=False, ordered=False),
-                "scenario.yaml has no workload.producers.config: assuming librdkafka's defaults "
-                "(no idempotence, many requests in flight)")
+        return Promises(idempotent=False, ordered=False), NO_PRODUCER_CONFIG_NOTE
     idempotent = _is_true(config.get("enable.idempotence")) or _is_set(config.get("transactional.id"))
     in_flight = config.get("max.in.flight.requests.per.connection", config.get("max.in.flight"))
     return Promises(idempotent=idempotent, ordered=idempotent or _is_one(in_flight)), None

@@ -35,21 +35,17 @@ checker can make the same ones:
 from __future__ import annotations
 
 import heapq
-import json
-import os
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
-                                results_document)
-from checkers.history import (FAIL, FINAL, INFO, OK, History, HistoryError, Read, Send, paused_gc, read_history,
-                              require_history)
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
+                                repeated_sends_note, results_document)
+from checkers.history import FAIL, FINAL, INFO, OK, History, Read, Send, paused_gc, read_history
+from rundir.documents import committed_offsets, final_read_completeness, read_scenario
+from rundir.layout import RunDir, require_history
 
 Msg = tuple[str, int]  # (producer, seq): a message
 Part = tuple[str, int]  # (topic, partition)
@@ -58,8 +54,6 @@ GroupMsg = tuple[str, int, str]  # (producer, seq, group): a message as seen by 
 
 MAX_EXAMPLES = 20
 MAX_EXAMPLE_READS = 10
-RESULTS_FILE = "results.json"
-SCENARIO_FILE = "scenario.yaml"
 
 _UNREAD = object()  # at_position has nothing for a position nobody read
 
@@ -126,29 +120,6 @@ def winning_sends(sends: list[Send], notes: list[str]) -> dict[Msg, Send]:
         notes.append(repeated_sends_note(repeats))
         winners.update({(s.producer, s.seq): s for s in sends if s.status == OK})
     return winners
-
-
-def final_read_completeness(events: list[dict[str, Any]]) -> dict[Part, bool]:
-    """Per partition with a final-read event: did some read-back reach the high watermark?"""
-    complete: dict[Part, bool] = {}
-    for e in events:
-        if e["kind"] == "final-read":
-            part = (e["topic"], e["partition"])
-            complete[part] = complete.get(part, False) or e["complete"]
-    return complete
-
-
-def committed_offsets(events: list[dict[str, Any]]) -> dict[Part, dict[str, int]]:
-    """Per partition, each group's committed offset at the end (the last event wins; null: none)."""
-    latest: dict[tuple[str, str, int], int | None] = {}
-    for e in events:
-        if e["kind"] == "committed":
-            latest[(e["group"], e["topic"], e["partition"])] = e["offset"]
-    committed: dict[Part, dict[str, int]] = defaultdict(dict)
-    for (group, topic, partition), offset in latest.items():
-        if offset is not None:
-            committed[(topic, partition)][group] = offset
-    return committed
 
 
 # --- the anomalies ---------------------------------------------------------------------------------
@@ -339,22 +310,13 @@ def incomplete_partitions(judge: Judge) -> list[Part]:
 
 def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
     """Say what the counts alone would hide: what could not be judged, and what was judged leniently."""
-    if found.lost_unverifiable:
-        notes.append(f"{found.lost_unverifiable} acknowledged messages were not found, but the final read of "
-                     "their partition was incomplete: counted as lost_unverifiable, not lost")
-    if found.unordered:
-        notes.append(f"{found.unordered} acknowledged messages are out of seq order in their partition, but the "
-                     "producers did not promise order: not counted as reordered")
-    no_partition = sum(1 for s in judge.sends.values() if s.status == OK and s.partition is None)
-    if no_partition:
-        notes.append(f"{no_partition} acknowledged sends name no partition: judged against their whole topic")
-    if judge.reads.foreign:
-        notes.append(f"{len(judge.reads.foreign)} positions hold a value kchaos did not write (no producer/seq): "
-                     "counted as unexpected")
-    ungrouped = sum(judge.reads.live.get(None, Counter()).values())
-    if ungrouped:
-        notes.append(f"{ungrouped} live reads name no consumer group: they count for lost_after_read only, "
-                     "not for consumer_skipped or consumer_redelivered")
+    notes += judgement_notes(
+        lost_unverifiable=found.lost_unverifiable,
+        unordered=found.unordered,
+        no_partition=sum(1 for s in judge.sends.values() if s.status == OK and s.partition is None),
+        foreign_positions=len(judge.reads.foreign),
+        ungrouped_live_reads=sum(judge.reads.live.get(None, Counter()).values()),
+    )
 
 
 # --- examples ---------------------------------------------------------------------------------------
@@ -433,49 +395,13 @@ def acks_at(sends: dict[Msg, Send], read_there: dict[Pos, set[Msg | None]]) -> d
 # --- a run directory -----------------------------------------------------------------------------------
 
 
-def load_scenario(path: Path) -> dict[str, Any] | None:
-    """The resolved scenario.yaml, or None when there is none."""
-    if not path.is_file():
-        return None
-    try:
-        scenario = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise HistoryError(f"{SCENARIO_FILE}{where}: not valid YAML ({problem})") from None
-    except UnicodeDecodeError:
-        raise HistoryError(f"{SCENARIO_FILE}: not valid UTF-8") from None
-    if not isinstance(scenario, dict):
-        raise HistoryError(f"{SCENARIO_FILE}: expected a mapping, not {type(scenario).__name__}")
-    return scenario
-
-
 def check_run(run_dir: Path) -> dict[str, Any]:
     """Check RUN/history under the promises of RUN/scenario.yaml (or none, noted)."""
-    require_history(run_dir / "history")
-    history = read_history(run_dir / "history")
-    promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
+    run = RunDir(run_dir)
+    require_history(run.history)
+    history = read_history(run.history)
+    promises, note = promises_from_scenario(read_scenario(run))
     results = check(history, promises)
     if note:
         results["notes"].insert(0, note)
     return results
-
-
-def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write RUN/results.json atomically, so a reader never sees half a verdict; readable by all (0644) like the
-    rest of the run directory (mkstemp makes it 0600)."""
-    target = run_dir / RESULTS_FILE
-    fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run_dir)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target

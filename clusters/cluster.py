@@ -11,7 +11,6 @@ behind.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import shutil
 import socket
@@ -28,6 +27,9 @@ import docker.errors
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
 
 from clusters import cleanup, config
 from clusters.errors import AdminError, ClusterError
@@ -39,10 +41,6 @@ from clusters.spec import ClusterSpec
 from clusters.zk_metadata import ZooKeeperMetadata
 from clusters.storage import IMAGE_SUFFIX, LoopVolume
 
-# The reaper's image cannot be pulled here; kchaos removes what it starts itself.
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-from testcontainers.core.container import DockerContainer  # noqa: E402
-from testcontainers.core.network import Network  # noqa: E402
 
 log = logging.getLogger(__name__)
 RDKAFKA_ADMIN_LOG = logging.getLogger("rdkafka.admin")
@@ -94,6 +92,9 @@ class Cluster:
         error propagates.
         """
         spec.validate()
+        # The reaper's image cannot be pulled here, and kchaos removes what it starts itself; set on the
+        # configuration object, not the environment, when a cluster starts rather than at import.
+        testcontainers_config.ryuk_disabled = True
         cluster_id = cluster_id or "kc" + secrets.token_hex(3)
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)

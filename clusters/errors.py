@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only annotated: the CLI catches ClusterError without loading librdkafka
+    from confluent_kafka import KafkaError
 
 
 class ClusterError(RuntimeError):

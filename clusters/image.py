@@ -10,19 +10,16 @@ the recipe changes:
   version, resolved from Maven Central by ``clusters/images/pom.xml``
   (log4j 1 for Kafka 3.x, log4j2 for 4.x).
 
-Run ``python -m clusters.image [--kafka-version V]`` to build ahead of time
-(it also caches the version's setting names, see clusters/config_names.py);
+``python -m clusters.prepare`` (make setup) builds them ahead of time;
 clusters call :func:`ensure_image` themselves.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,25 +27,15 @@ import docker
 import docker.errors
 
 from clusters.errors import ClusterError
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, kafka_major
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KAFKA_VERSION = "3.9.2"
-# the newest 4.x whose artifacts Maven Central serves in full (4.4.0's kafka-tools-api is missing)
-NEWEST_KAFKA_4 = "4.3.1"
 DEBIAN_SUITE = "bookworm"
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 REPO_ROOT = IMAGES_DIR.parent.parent
 CACHE_DIR = REPO_ROOT / ".cache"
 APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
-
-
-def kafka_major(version: str) -> int:
-    """The major version of a Kafka release such as ``3.9.2``; a bad one is a one-line ClusterError."""
-    head = version.split(".", 1)[0]
-    if not head.isdigit() or "." not in version:
-        raise ClusterError(f"cluster.kafka_version must look like 3.9.2, not {version!r}")
-    return int(head)
 
 
 def uses_log4j2(version: str) -> bool:
@@ -161,25 +148,3 @@ def ensure_image(version: str = DEFAULT_KAFKA_VERSION, client: docker.DockerClie
         except docker.errors.BuildError as e:
             raise ClusterError(f"building {tag} failed: {e}") from None
     return tag
-
-
-def main(argv: list[str] | None = None) -> int:
-    from clusters.config_names import config_names  # it imports this module
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kafka-version", action="append",
-                        help=f"repeat for several (default: {DEFAULT_KAFKA_VERSION} and {NEWEST_KAFKA_4})")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        for version in args.kafka_version or [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]:
-            print(ensure_image(version))
-            config_names(version)  # scenario validation reads them offline
-    except (ClusterError, docker.errors.DockerException) as e:
-        print(f"kchaos: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION, kafka_major
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, kafka_major
 
 MetadataMode = Literal["zookeeper", "kraft"]
 

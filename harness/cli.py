@@ -8,21 +8,14 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-import docker.errors
-
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION
-from clusters.spec import ClusterSpec
-from harness import cluster_cmd
-from harness.run import run_scenario
-from harness.scenario import load_scenario
-from harness.matrix import write_matrix
-from harness.nightly import nightly
-from harness.report import report_cmd
-from harness.verdict import judge
-from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
 from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
 from harness.versions import kchaos_version
+from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
+from verdicts.matrix import write_matrix
+from verdicts.report import report_cmd
+from verdicts.verdict import judge
 
 EXIT_CODES = """\
 exit codes:
@@ -114,14 +107,6 @@ def writable_root(path: Path) -> Path:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "run":
-        scenario = load_scenario(args.scenario, args.overrides, args.seed)
-        outcome = run_scenario(scenario, writable_root(args.out))
-        print(f"run directory: {outcome.run_dir}")
-        code = judge(outcome.run_dir, args.engine, args.spark_master)
-        if outcome.harness_error:
-            raise HarnessError(outcome.harness_error)
-        return code
     if args.command == "check":
         return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
     if args.command == "report":
@@ -130,17 +115,19 @@ def dispatch(args: argparse.Namespace) -> int:
         path = write_matrix(directory(args.runs_root, "a folder of run directories"))
         print(f"matrix: {path}")
         return EXIT_VALID
+    # The commands that start clusters load Docker, librdkafka and Testcontainers, and only they: the offline
+    # ones above run on a machine that has a run directory and none of those.
+    from harness import commands
+    from harness.nightly import nightly
+
+    if args.command == "run":
+        return commands.run(args.scenario, args.overrides, args.seed, writable_root(args.out), args.engine,
+                            args.spark_master)
     if args.command == "nightly":
         return nightly(directory(args.scenarios, "a folder of scenario files"), writable_root(args.out),
                        args.junit or args.out / "junit.xml")
     if args.command == "cluster":
-        if args.action == "up":
-            return cluster_cmd.up(ClusterSpec(kafka_version=args.kafka_version, metadata=args.metadata,
-                                              brokers=args.brokers, zookeepers=args.zookeepers,
-                                              controllers=args.controllers), args.json)
-        if args.action == "status":
-            return cluster_cmd.status(args.cluster_id)
-        return cluster_cmd.down(args.cluster_id)
+        return commands.cluster(args.action, args)
     raise AssertionError(args.command)
 
 
@@ -155,8 +142,6 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     except (HarnessError, ClusterError) as e:
         print(f"kchaos: {e}", file=sys.stderr)
-    except docker.errors.DockerException as e:
-        print(f"kchaos: Docker engine error ({e}); is dockerd running? `make setup` starts it", file=sys.stderr)
     except OSError as e:  # a file or folder the harness could not read or write: the operator's to fix
         print(f"kchaos: {e}", file=sys.stderr)
     except KeyboardInterrupt:

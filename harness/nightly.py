@@ -14,36 +14,16 @@ import re
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
-from harness.matrix import write_matrix
+from harness.errors import EXIT_HARNESS, HarnessError
+from verdicts.junit import Outcome, junit_xml, nightly_exit_code, summary_line
+from verdicts.matrix import write_matrix
 from harness.scenario import load_scenario
 
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)
-UNMET_LINE = re.compile(r"^verdict: .*$", re.MULTILINE)
-LOG_TAIL = 6000
-
-
-@dataclass
-class Outcome:
-    name: str
-    path: Path
-    code: int
-    seconds: float
-    output: str
-    run_dir: str | None = None
-
-    @property
-    def summary(self) -> str:
-        verdict = UNMET_LINE.findall(self.output)
-        if verdict:
-            return verdict[-1]
-        lines = [line for line in self.output.strip().splitlines() if line.strip()]
-        return lines[-1] if lines else f"exit code {self.code}"
 
 
 @dataclass(frozen=True)
@@ -98,26 +78,6 @@ def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
     return Outcome(name, path, code, time.monotonic() - started, output, found[-1].strip() if found else None)
 
 
-def junit_xml(outcomes: list[Outcome]) -> ET.ElementTree:
-    failures = sum(1 for o in outcomes if o.code == EXIT_INVALID)
-    errors = sum(1 for o in outcomes if o.code not in (EXIT_VALID, EXIT_INVALID))
-    total = sum(o.seconds for o in outcomes)
-    suites = ET.Element("testsuites", name="kchaos nightly", tests=str(len(outcomes)), failures=str(failures),
-                        errors=str(errors), time=f"{total:.1f}")
-    suite = ET.SubElement(suites, "testsuite", name="kchaos.nightly", tests=str(len(outcomes)),
-                          failures=str(failures), errors=str(errors), skipped="0", time=f"{total:.1f}")
-    for o in outcomes:
-        case = ET.SubElement(suite, "testcase", classname="kchaos.nightly", name=o.name, file=str(o.path),
-                             time=f"{o.seconds:.1f}")
-        if o.code == EXIT_INVALID:
-            ET.SubElement(case, "failure", message=o.summary, type="ExpectationsNotMet").text = o.output[-LOG_TAIL:]
-        elif o.code != EXIT_VALID:
-            ET.SubElement(case, "error", message=o.summary, type=f"ExitCode{o.code}").text = o.output[-LOG_TAIL:]
-        ET.SubElement(case, "system-out").text = o.output[-LOG_TAIL:]
-    ET.indent(suites)
-    return ET.ElementTree(suites)
-
-
 def nightly(scenarios: Path, out: Path, junit: Path,
             runner: Callable[[Variant, Path, Path], Outcome] = run_one) -> int:
     chosen, outcomes = nightly_scenarios(scenarios)
@@ -133,9 +93,6 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit_xml(outcomes).write(junit, encoding="utf-8", xml_declaration=True)
     for o in outcomes:
-        state = {EXIT_VALID: "ok", EXIT_INVALID: "FAILED"}.get(o.code, "ERROR")
-        print(f"{state:7} {o.name} ({o.seconds:.0f} s) {o.summary}")
+        print(summary_line(o))
     print(f"matrix: {matrix}\njunit: {junit}\nnightly took {(time.monotonic() - started) / 60:.1f} min")
-    if any(o.code not in (EXIT_VALID, EXIT_INVALID) for o in outcomes):
-        return EXIT_HARNESS
-    return EXIT_INVALID if any(o.code == EXIT_INVALID for o in outcomes) else EXIT_VALID
+    return nightly_exit_code(outcomes)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-import yaml
 from tenacity import RetryError, retry, stop_after_delay, wait_fixed
 
 from clusters.cleanup import remove_orphans
@@ -30,6 +29,8 @@ from faults.schedule import Nemesis
 from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.scenario import Scenario
+from rundir import documents
+from rundir.layout import RunDir
 from workloads.client import WorkloadError
 from workloads.consumer import ConsumerClient, read_back
 from workloads.history import History, RunClock
@@ -48,37 +49,31 @@ class RunOutcome:
     harness_error: str | None   # set when the run could not do its job (exit 2)
 
 
-def new_run_dir(root: Path, scenario: Scenario) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    run_dir = root / scenario.name / stamp
-    (run_dir / "history").mkdir(parents=True)
-    return run_dir
-
-
-def write_scenario(run_dir: Path, scenario: Scenario, clock: RunClock) -> None:
+def write_scenario(run: RunDir, scenario: Scenario, clock: RunClock) -> None:
+    """The resolved scenario, with the wall-clock start every time in the history counts from."""
     resolved: dict[str, Any] = scenario.resolved()
     resolved["started_at"] = datetime.fromtimestamp(clock.wall_start, timezone.utc).isoformat()
-    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    documents.write_scenario(run, resolved)
 
 
 def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
     """Run the trial and leave a complete run directory (results are checked by the caller)."""
-    run_dir = new_run_dir(out_root, scenario)
+    run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
-    write_scenario(run_dir, scenario, clock)
-    history = History(run_dir, clock)
+    write_scenario(run, scenario, clock)
+    history = History(run, clock)
     remove_orphans()
     with RunProgress(scenario.workload.duration_s) as progress:
         progress.phase("starting the cluster")
-        cluster = Cluster.start(scenario.cluster_spec(), run_dir / "cluster", owner_pid=os.getpid())
+        cluster = Cluster.start(scenario.cluster_spec(), run.cluster, owner_pid=os.getpid())
         try:
             create_topic(cluster, scenario.topic_spec())
             error = Trial(scenario, cluster, history, progress).run()
         finally:
             progress.phase("tearing down")
             history.close()
-            cluster.teardown(logs_to=run_dir / "logs")
-    return RunOutcome(run_dir, error)
+            cluster.teardown(logs_to=run.logs)
+    return RunOutcome(run.path, error)
 
 
 class Trial:

@@ -9,7 +9,6 @@ the path is one Kafka setting (``workload.producers.config.enable.idempotence=tr
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -18,22 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
 from clusters.spec import ClusterSpec, TopicSpec
 from faults.base import FaultError
 from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
+from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_producer_settings,
                                     check_topic_settings)
 
 Scalar = Union[bool, int, float, str]
 CONFIG_MAPS = {"config", "broker_config"}
-EXPECTABLE = ("valid", "lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
-              "reordered", "consumer_skipped", "consumer_redelivered", "unknown", "acked", "failed",
-              "indeterminate")
-EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 
 
 class Strict(BaseModel):

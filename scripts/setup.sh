@@ -4,7 +4,7 @@
 #  2. a Docker engine (dockerd is started by hand when none answers)
 #  3. the virtualenv .venv with the Python dependencies of pyproject.toml
 #  4. a class-data-sharing archive of Spark's classes for the checker's JVM
-#  5. the local node image for the default Kafka version (no registry)
+#  5. the local node images of both Kafka versions (no registry) and the setting names each defines
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +52,7 @@ else
 fi
 
 step "Spark class archive (the checker's JVM starts from it)"
-.venv/bin/python -m spark_analysis.class_archive
+.venv/bin/python -m spark_analysis.make_class_archive
 
-step "Node image"
-.venv/bin/python -m clusters.image
+step "Node images and the setting names of each Kafka version"
+.venv/bin/python -m clusters.prepare

@@ -10,7 +10,8 @@
   cached DataFrames; ``encode``: names as ids; ``judge``: the anomalies as
   grouped shuffles and a window; ``examples``: the 20 smallest findings with
   their whole lines; ``session``: a SparkSession sized for this machine, or
-  a cluster's.
+  a cluster's; ``class_archive``: the JVM's archive of the classes a check
+  loads, which ``make_class_archive`` makes at set-up.
 
 Nothing here imports pyspark at module level except through these functions,
 so ``--engine python`` never pays for it.

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import pyarrow.parquet as pq
 
-from checkers.history import parse_json_line
+from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
 
 FORMAT = "2"  # bump when the layout or the conversion rules change: older caches are rebuilt

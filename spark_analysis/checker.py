@@ -29,10 +29,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import (ANOMALIES, COUNTS, Promises, promises_from_scenario, repeated_sends_note,
-                                results_document)
-from checkers.history import HistoryError, require_history
-from checkers.reference import SCENARIO_FILE, load_scenario
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
+                                repeated_sends_note, results_document)
+from rundir.documents import read_scenario
+from rundir.layout import RunDir, require_history
+from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, collect_names, encode, no_reads
@@ -45,6 +46,7 @@ from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
 from spark_analysis.reader import SparkHistory
+from spark_analysis.session import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,8 +71,6 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     history_dir = run_dir / "history"
     require_history(history_dir)  # the cheap checks come before Spark starts
     files = convert_history(history_dir) if input_format(history_format) == "parquet" else None
-    from spark_analysis.session import spark_session
-
     own = spark is None
     if spark is None:
         from pyspark.sql import SparkSession
@@ -81,7 +81,7 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     try:
         history = read_history(spark, history_dir, files)
         try:
-            promises, note = promises_from_scenario(load_scenario(run_dir / SCENARIO_FILE))
+            promises, note = promises_from_scenario(read_scenario(RunDir(run_dir)))
             results = judge_history(spark, history, promises)
         finally:
             history.unpersist()
@@ -220,21 +220,10 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         parts = {(names.topics[t], p) for t, p in named} | set(history.complete)
         incomplete = sorted(p for p in parts if not history.complete.get(p, False))
 
-        # The reference's add_notes, in its order.
-        if mc.lost_unverifiable:
-            notes.append(f"{mc.lost_unverifiable} acknowledged messages were not found, but the final read of "
-                         "their partition was incomplete: counted as lost_unverifiable, not lost")
-        if out_of_order and not promises.ordered:
-            notes.append(f"{out_of_order} acknowledged messages are out of seq order in their partition, but the "
-                         "producers did not promise order: not counted as reordered")
-        if mc.no_partition:
-            notes.append(f"{mc.no_partition} acknowledged sends name no partition: judged against their whole topic")
-        if pc.foreign:
-            notes.append(f"{pc.foreign} positions hold a value kchaos did not write (no producer/seq): "
-                         "counted as unexpected")
-        if mc.ungrouped_live_reads:
-            notes.append(f"{mc.ungrouped_live_reads} live reads name no consumer group: they count for "
-                         "lost_after_read only, not for consumer_skipped or consumer_redelivered")
+        notes += judgement_notes(lost_unverifiable=mc.lost_unverifiable,
+                                 unordered=0 if promises.ordered else out_of_order,
+                                 no_partition=mc.no_partition, foreign_positions=pc.foreign,
+                                 ungrouped_live_reads=mc.ungrouped_live_reads)
 
         if any(counts[a] for a in ANOMALIES):
             chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered else None))

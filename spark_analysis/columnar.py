@@ -1,38 +1,13 @@
 """Convert a history file's JSON lines to Parquet with Arrow's C++ JSON reader, by the reference reader's rules.
 
-Why: parsing JSON is most of a Spark check (about 25 CPU-s per million lines
-on this kind of machine); Arrow parses the same lines twenty times faster,
-and Spark then reads typed columns. The JSON lines stay the contract
-(DESIGN.md); the Parquet files are a cache (see ``cache``).
-
-Every line must get the reference reader's verdict (checkers/history.py). The
-file is converted in blocks of whole lines, several at once; a block takes
-the fast path, Arrow alone, only when its result is provably what the
-reference would read:
-
-- the block is valid UTF-8 (Arrow does not look inside the fields it skips);
-- every line is one JSON object: each line starts with ``{`` and ends with
-  ``}``, and Arrow found as many objects as there are lines. A line holding
-  two objects would need another holding none, which is blank (it does not
-  start with ``{``) or continues a multi-line object (after a line ending in
-  a structural ``}``, the next character of a value is ``,``, ``}`` or ``]``);
-- Arrow's typed columns already reject what the reference rejects: a string
-  where an integer belongs, a fraction, an integer beyond 64 bits, a key
-  given twice. What Arrow cannot tell, a missing field from a null one, is
-  checked: required fields must not be null, and the few lines where a field
-  that may be null but must be present is null are parsed again with the
-  reference's parser.
-
-Any other block (a cut-off or bad line, blank lines, ``\\r\\n`` endings, a
-repeated key, ...) is read line by line with the reference's own
-``LineRules``, so errors, notes and odd-but-valid lines come out exactly as
-the reference reads them; so is the last line when the file does not end
-with a newline.
-
-Each row keeps its line number (``line``): it orders lines as the file does
-(the last send line wins, an example shows the first ten reads) and finds the
-whole line again for an example, through ``marks``: (line, byte offset) every
-``MARK_BYTES`` of the file.
+Why: parsing JSON is most of a Spark check; Arrow parses the same lines many
+times faster (benchmarks/PROFILE.md), and Spark then reads typed columns. The
+JSON lines stay the contract (DESIGN.md); the Parquet files are a cache (see
+``cache``). Every line gets the reference reader's verdict: a block of lines
+takes Arrow's fast path only when that is provably what the reference would
+read (``fast_block``), any other block is read with the reference's own
+``LineRules``. Each row keeps its line number (``line``): it orders lines as
+the file does and, through ``marks``, finds the whole line again for an example.
 """
 
 from __future__ import annotations
@@ -50,8 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from checkers.history import READS_FILE, SENDS_FILE, BadLine, HistoryError, LineRules, parse_json_line, parse_read, \
-    parse_send
+from checkers.history import parse_read, parse_send
+from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE
+from rundir.lines import BadLine, HistoryError, LineRules, parse_json_line
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
 MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file
@@ -211,7 +187,28 @@ def _valid_utf8(buffer: pa.Buffer) -> bool:
 
 
 def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
-    """Arrow's reading of a block of whole lines, or None when only the reference's rules can settle it."""
+    """Arrow's reading of a block of whole lines, or None when only the reference's rules can settle it.
+
+    Arrow's result is provably what the reference would read when:
+
+    - the block is valid UTF-8 (Arrow does not look inside the fields it skips);
+    - every line is one JSON object: each line starts with ``{`` and ends with
+      ``}``, and Arrow found as many objects as there are lines. A line holding
+      two objects would need another holding none, which is blank (it does not
+      start with ``{``) or continues a multi-line object (after a line ending in
+      a structural ``}``, the next character of a value is ``,``, ``}`` or ``]``);
+    - Arrow's typed columns already reject what the reference rejects: a string
+      where an integer belongs, a fraction, an integer beyond 64 bits, a key
+      given twice. What Arrow cannot tell, a missing field from a null one, is
+      checked: required fields must not be null, and the few lines where a field
+      that may be null but must be present is null are parsed again with the
+      reference's parser (``recheck``).
+
+    Any other block (a cut-off or bad line, blank lines, ``\\r\\n`` endings, a
+    repeated key, ...) is read line by line with ``LineRules``, so errors, notes
+    and odd-but-valid lines come out exactly as the reference reads them; so is
+    the last line when the file does not end with a newline.
+    """
     if not block.startswith(b"{") or not block.endswith(b"}\n"):
         return None
     lines, marks = line_marks(block)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from checkers.history import CUT_SHORT_NOTE, EVENTS_FILE, SENDS_FILE, HistoryError, parse_event, read_jsonl
-from checkers.reference import committed_offsets, final_read_completeness
+from checkers.anomalies import CUT_SHORT_NOTE
+from rundir.documents import committed_offsets, final_read_completeness, read_events
+from rundir.layout import require_history
 
 from spark_analysis.cache import ParquetFile, cached
 from spark_analysis.columnar import DICTIONARIES, READS, SENDS, Layout
@@ -51,18 +52,11 @@ def convert_history(history_dir: Path) -> dict[str, ParquetFile | None] | None:
     None when a cache cannot be written: the caller reads the JSON lines.
     HistoryError at the first line the reference reader rejects.
     """
-    if not history_dir.is_dir():
-        raise HistoryError(f"{history_dir}: no history directory")
+    require_history(history_dir)
     label = history_dir.name
-    if not (history_dir / SENDS_FILE).is_file():
-        raise HistoryError(f"{label}/{SENDS_FILE}: missing")
     files: dict[str, ParquetFile | None] = {}
     for layout in (SENDS, READS):
-        source = history_dir / layout.name
-        if not source.is_file():
-            files[layout.name] = None
-            continue
-        file = cached(source, layout, f"{label}/{layout.name}")
+        file = cached(history_dir / layout.name, layout, f"{label}/{layout.name}")
         if file is None:
             return None
         files[layout.name] = file
@@ -76,20 +70,12 @@ def read_history(spark: "SparkSession", history_dir: Path,
         files = convert_history(history_dir)
         if files is None:
             return None
-    label = history_dir.name
     notes: list[str] = []
     for layout in (SENDS, READS):
         file = files[layout.name]
-        if file is None:  # only reads.jsonl may be missing
-            notes.append(f"{label}/{layout.name} is missing: no reads recorded")
-        else:
-            notes += file.notes
-    events_path = history_dir / EVENTS_FILE
-    if events_path.is_file():
-        events = read_jsonl(events_path, f"{label}/{EVENTS_FILE}", parse_event, notes)
-    else:
-        events = []
-        notes.append(f"{label}/{EVENTS_FILE} is missing: no events recorded")
+        assert file is not None  # require_history: both are there
+        notes += file.notes
+    events = read_events(history_dir, notes)
     any_final = any(e["kind"] == "final-read" for e in events)
     if not any_final:
         notes.append(CUT_SHORT_NOTE)

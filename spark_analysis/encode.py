@@ -110,9 +110,9 @@ def sql_in(column: str, values: Iterable[Any]) -> str:
 
 
 def literal_table(spark: "SparkSession", columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> "DataFrame":
-    """A few rows as a DataFrame of literals, made in the JVM from one SQL text. (``createDataFrame`` on a
-    Python list starts a Python worker to unpickle them, about 2 s a job here; a Column per value through
-    Py4J took 4-6 s for 240 rows of three.)"""
+    """A few rows as a DataFrame of literals, made in the JVM from one SQL text: ``createDataFrame`` on a
+    Python list starts a Python worker to unpickle them, and a Column per value goes through Py4J, both
+    slow (benchmarks/PROFILE.md)."""
     typed = ", ".join(f"CAST(col{i + 1} AS {kind}) AS `{name}`" for i, (name, kind) in enumerate(columns))
     if not rows:  # the columns, none of the values
         return spark.range(0).selectExpr(*[f"CAST(NULL AS {kind}) AS `{name}`" for name, kind in columns])

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkers.history import HistoryError
+from checkers import reference
+from rundir.lines import HistoryError
+from spark_analysis.session import spark_log_path
 
 ENGINES = ("spark", "python")
 DEFAULT_ENGINE = "spark"
@@ -26,13 +28,10 @@ def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None,
     """results.json for ``run_dir`` from the chosen engine; ``spark_master`` and ``history_format`` ("parquet",
     the default, or "json"; else KCHAOS_SPARK_INPUT) only matter for Spark."""
     if engine == "python":
-        from checkers.reference import check_run
-
-        return check_run(run_dir)
+        return reference.check_run(run_dir)
     if engine != "spark":
         raise ValueError(f"unknown checker engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    from spark_analysis.checker import check_run as spark_check_run
-    from spark_analysis.session import spark_log_path
+    from spark_analysis.checker import check_run as spark_check_run  # imports pyarrow: only when Spark checks
 
     try:
         return spark_check_run(run_dir, spark_master=spark_master, history_format=history_format)

@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from checkers.anomalies import ANOMALIES
-from checkers.history import parse_json_line
+from rundir.lines import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
 from spark_analysis.encode import Names, literal_table, sql_in

@@ -1,40 +1,13 @@
 """The anomalies of DESIGN.md as DataFrame transformations: two grouped shuffles and one window.
 
-The inputs carry ids, not names (see encode.py), and every grouping keeps
-only fixed-width numbers in its buffers, so Spark aggregates by hash (a
-``collect_set`` or a ``min`` over a struct or a string would make it sort
-every row first, several times slower).
-
-- By message: sends and reads (tagged) are unioned and grouped by
-  (pid, seq) once. Each group keeps the winning send line (the last ok
-  line, else the last line: ``max_by`` over the line's rank), the smallest
-  and largest final-read position, live-read counts and the bit mask of the consumer groups that
-  read it live. From that row follow lost, lost_after_read,
-  lost_unverifiable, duplicated, unexpected (read but never sent),
-  failed_but_present, unknown (found or not), consumer_skipped and
-  consumer_redelivered — exactly, except for two rare kinds of message,
-  marked ``ambiguous``: one read at final positions in two or more partitions
-  (is it in the winning send's partition? which commits is each position
-  below?) and one read live by several groups more often than there are
-  groups (which group was handed it twice?). Those few are judged again
-  from their reads with set-valued aggregates (``exact_messages``), and
-  replace their rows. A message read twice in one partition, the usual
-  duplicate (a producer's retry), is not ambiguous: its smallest offset is
-  below every commit that any of its offsets is below.
-- By position: reads and the winning acknowledgements are unioned and grouped
-  by (tid, partition, offset) once: divergent (two different messages seen
-  there, or an ack contradicted by a read: a min and a max per component say
-  whether all are one message) and the positions holding a value kchaos did
-  not write (unexpected, counted once per position). Only the acks that the
-  message table marks ``unconfirmed`` take part (see ``position_table``).
-- By producer and partition: a window over the acknowledged messages ordered
-  by seq finds acks at a lower offset than an earlier seq (reordered).
-
-The few facts taken from events (which partitions had a complete final
-read, each group's committed offsets) are small, so they enter the plan as
-literal maps and comparisons (``complete_sql``), not joins. Only aggregates
-come back to the driver: the counts ride along the pass that keeps a
-table's findings (``observed``).
+By message, sends and reads grouped by (pid, seq) once (``fast_messages``,
+``exact_messages``); by position, reads and unconfirmed acks grouped by
+(tid, partition, offset) once (``position_table``); by producer and
+partition, a window over the acks (``reordered_table``). The inputs carry ids
+(encode.py) and every grouping keeps only fixed-width numbers in its buffers,
+so Spark aggregates by hash (a ``collect_set``, or a ``min`` over a struct or
+a string, would make it sort every row first). Facts from the events enter
+the plan as literals, and only aggregates come back to the driver.
 """
 
 from __future__ import annotations
@@ -44,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from checkers.history import HistoryError
+from rundir.lines import HistoryError
 from spark_analysis.encode import FAIL, INFO, MAX_MASK_GROUPS, OK, Names
 
 if TYPE_CHECKING:
@@ -94,8 +67,7 @@ def group_by(table: "DataFrame", columns: tuple[str, ...], ranges: Ranges | None
     """``table.groupBy(columns).agg(aggregates)``, grouped on one long when the columns' ranges allow.
 
     Spark hashes, compares and shuffles one long much faster than a row of
-    several columns: the message grouping took a quarter less CPU with (pid,
-    seq) packed (10 M sends: 30 -> 22.5 CPU s). The packing is mixed radix
+    several columns (benchmarks/PROFILE.md). The packing is mixed radix
     over the known ranges (ids, Parquet statistics), so it is exact; the
     columns, never null here, are computed back from it per group. Without
     ranges (the JSON-lines path), or when they do not fit in 63 bits, the
@@ -127,7 +99,11 @@ def group_by(table: "DataFrame", columns: tuple[str, ...], ranges: Ranges | None
 
 @dataclass
 class Facts:
-    """Final-read completeness and committed offsets keyed by ids (topics no message names are left out)."""
+    """Final-read completeness and committed offsets keyed by ids (topics no message names are left out).
+
+    They are few, so they enter the plan as literal maps and comparisons
+    (``complete_sql``), not joins.
+    """
 
     complete: dict[tuple[int, int], bool]  # (tid, partition) -> final read complete
     topic_complete: dict[int, bool]  # tid -> every final-read partition of it complete
@@ -288,6 +264,22 @@ _COMMON = [f"count_if({IS_SEND}) AS n_sends", f"max(aux) FILTER (WHERE {IS_SEND}
 
 def fast_messages(tagged: "DataFrame", facts: Facts, ranges: Ranges | None = None) -> "DataFrame":
     """One row per message, from fixed-width aggregates only; ``ambiguous`` rows must be judged again.
+
+    Each group keeps the winning send line (the last ok line, else the last
+    line: ``max_by`` over the line's rank), the smallest and largest
+    final-read position, live-read counts and the bit mask of the consumer
+    groups that read it live. From that row follow lost, lost_after_read,
+    lost_unverifiable, duplicated, unexpected (read but never sent),
+    failed_but_present, unknown (found or not), consumer_skipped and
+    consumer_redelivered: exactly, except for two rare kinds of message,
+    marked ``ambiguous``: one read at final positions in two or more
+    partitions (is it in the winning send's partition? which commits is each
+    position below?) and one read live by several groups more often than
+    there are groups (which group was handed it twice?). Those few are
+    judged again from their reads (``exact_messages``) and replace their
+    rows. A message read twice in one partition, the usual duplicate (a
+    producer's retry), is not ambiguous: its smallest offset is below every
+    commit that any of its offsets is below.
 
     Columns: those of MESSAGE_COLUMNS, with ``skipped_mask``/``redelivered_mask``
     (bit g: group id g) in place of the arrays, plus ``ambiguous``.
@@ -485,8 +477,8 @@ def message_metrics(skipped: str, redelivered: str, complete: str, counted: str 
     Written without FILTER clauses, which observed metrics refuse; the
     partition range covers every row. Rows with a send partition outside
     ``complete`` (complete_sql) are only counted: the few histories that have
-    any look for those partitions afterwards (a set built per row would cost
-    every check ~4 CPU s at 10 M sends).
+    any look for those partitions afterwards, so that no check pays for a
+    set built per row.
     """
     def when(value: str) -> str:
         return f"CASE WHEN {counted} THEN {value} END"
@@ -534,8 +526,8 @@ def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFr
     """In one pass over ``table``: its rows where ``keep`` holds (few: the findings), cached, and
     ``metrics`` aggregated over all its rows. The caller unpersists the rows.
 
-    Caching the whole table for the counts and the findings would cost a third
-    again of computing it; the observation rides along the pass that keeps them.
+    Caching the whole table for the counts and the findings would cost much
+    of what computing it does; the observation rides along the pass that keeps them.
     """
     from pyspark import StorageLevel
     from pyspark.sql import Observation, functions as F

@@ -41,8 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from checkers.history import (CUT_SHORT_NOTE, EVENTS_FILE, READS_FILE, SENDS_FILE, BadLine, HistoryError,
-                              _why_not_json, parse_event, parse_json_line, parse_read, parse_send)
+from checkers.anomalies import CUT_SHORT_NOTE
+from checkers.history import parse_read, parse_send
+from rundir.documents import read_events
+from rundir.layout import EVENTS as EVENTS_FILE, READS as READS_FILE, SENDS as SENDS_FILE, require_history
+from rundir.lines import HistoryError, LineRules, parse_event
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -305,9 +308,9 @@ def _judge_flagged(spark: "SparkSession", table: "DataFrame", file: FileRead, la
     kind = file.kind
     total_lines = sum(rows for _, rows in file.block_rows)
     last_has_newline = _ends_with_newline(file.path)
+    rules = LineRules(file.label, kind.parse)  # holds a line that is not JSON until the file ends
     accepted: list[dict[str, Any]] = []
     after: int | None = None
-    unparsed: tuple[int, str] | None = None  # (line number, why) of a line that is not JSON
     while True:
         query = table.filter("_flag")
         if after is not None:
@@ -315,35 +318,25 @@ def _judge_flagged(spark: "SparkSession", table: "DataFrame", file: FileRead, la
         batch = query.orderBy("_key").select("_key", "_blk", "_raw").limit(FLAGGED_BATCH).collect()
         for row in batch:
             key, block, raw = row["_key"], row["_blk"], bytes(row["_raw"])
-            if not raw.strip():
-                continue  # blank to Python (a form feed, say), though not to Spark's JSON parser
             number = file.line_number(key, block)
             if number < total_lines or last_has_newline:
                 raw += b"\n"  # as the reference reads it: the position of a JSON error depends on it
-            if unparsed is not None:
-                raise HistoryError(f"{file.label} line {unparsed[0]}: {unparsed[1]}")
-            try:
-                obj = parse_json_line(raw)
-            except ValueError as e:
-                if last_good is not None and last_good > key:
-                    raise HistoryError(f"{file.label} line {number}: {_why_not_json(e)}") from None
-                unparsed = (number, _why_not_json(e))
+            held = rules.unparsed
+            records = rules.feed([(number, raw)], [])  # blank to Python (a form feed, say): no record
+            unparsed = rules.unparsed
+            if unparsed is not None and unparsed is not held:  # not JSON: only the last line may be
+                if last_good is not None and last_good > key:  # ... and a valid line follows it
+                    raise HistoryError(f"{file.label} line {number}: {unparsed[1]}")
                 continue
-            try:
-                if type(obj) is not dict:
-                    raise BadLine("not a JSON object")
-                record = kind.parse(obj, number)
-            except BadLine as e:
-                raise HistoryError(f"{file.label} line {number}: {e}") from None
-            accepted.append({"_key": key, **_representable(kind.to_row(record), file.label, number)})
+            for record in records:
+                accepted.append({"_key": key, **_representable(kind.to_row(record), file.label, number)})
             if len(accepted) > MAX_FALSE_ALARMS:
                 raise HistoryError(f"{file.label}: more than {MAX_FALSE_ALARMS} lines are valid but unusual in "
                                    "ways the Spark reader settles one by one; check with --engine python")
         if len(batch) < FLAGGED_BATCH:
             break
         after = batch[-1]["_key"]
-    if unparsed is not None:
-        notes.append(f"{file.label}: dropped an incomplete last line (line {unparsed[0]})")
+    rules.finish(notes)
     if not accepted:
         return None
     schema = ", ".join(["_key bigint"] + [f"`{name}` {t}" for name, t in kind.output_types.items()])
@@ -402,12 +395,10 @@ class SparkHistory:
 
 
 def read_history(spark: "SparkSession", history_dir: Path) -> SparkHistory:
-    """Read the three files; sends.jsonl must exist, the others may be missing (noted), as in the reference."""
-    if not history_dir.is_dir():
-        raise HistoryError(f"{history_dir}: no history directory")
+    """Read the three files; sends and reads must hold something (require_history), a missing events.jsonl is
+    noted, as in the reference."""
+    require_history(history_dir)
     label = history_dir.name
-    if not (history_dir / SENDS_FILE).is_file():
-        raise HistoryError(f"{label}/{SENDS_FILE}: missing")
     files: dict[str, FileRead | None] = {}
     try:
         for kind in (SENDS, READS, EVENTS):
@@ -416,12 +407,12 @@ def read_history(spark: "SparkSession", history_dir: Path) -> SparkHistory:
         present = [f for f in files.values() if f is not None]
         stats = dict(zip((f.kind.name for f in present), block_stats(present)))
         notes: list[str] = []
-        for kind, nothing in ((SENDS, ""), (READS, "no reads"), (EVENTS, "no events")):
+        for kind in (SENDS, READS, EVENTS):  # sends and reads are there (require_history)
             file = files[kind.name]
-            if file is None:
-                notes.append(f"{label}/{kind.name} is missing: {nothing} recorded")
-            else:
+            if file is not None:
                 finish_file(spark, file, stats[kind.name], notes)
+            elif kind is EVENTS:
+                read_events(history_dir, notes)  # no file: the reference reader's note, and no events
         sends, reads, events = files[SENDS_FILE], files[READS_FILE], files[EVENTS_FILE]
         assert sends is not None
         complete, committed, any_final = _event_facts(events)

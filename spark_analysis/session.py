@@ -1,42 +1,11 @@
 """The SparkSession the checker runs on: local on all cores by default, or an existing Spark cluster.
 
-Why these settings (a 2-core, 24 GB machine is the baseline; see DESIGN.md):
-
-- ``spark.driver.memory`` 3g: in local mode the executor lives inside the
-  driver JVM, so this is the whole checker; 10 million sends with their reads
-  fit (the parsed history is cached compressed and spills to disk), and the
-  process stays under 4 GB.
-- ``spark.sql.shuffle.partitions`` 4 x cores, and more for a big history:
-  one per 640 MB of JSON lines (about 1.25 million sends with their reads),
-  so that the hash map a task builds of its messages stays within its share
-  of the heap (50 million sends in 8 partitions: 351 s; in 32: 190 s). Adaptive
-  execution coalesces them for small histories, so a check of a thousand
-  messages does not run hundreds of tiny tasks.
-- No web UI, no console progress bars, no Hive catalog: faster start-up, no
-  ports opened, nothing on the console but the verdict. Log4j is set to
-  ERROR and whatever the JVM still prints goes to a log file, not the
-  terminal (``SPARK_LOG``).
-- Everything binds to 127.0.0.1 (the driver, and the block manager it opens)
-  in local mode and for a cluster on this machine; a remote cluster's
-  executors must reach the driver, so there Spark's own choice (or
-  SPARK_LOCAL_IP) stands.
-- A small history (under 64 MB, known before the JVM starts) gets a JVM that
-  compiles with C1 only and collects garbage with the serial collector, and
-  Spark expressions evaluated without generated code: most of a small check
-  is starting the JVM, warming up the JIT and compiling generated Java,
-  which this roughly halves; adaptive execution is off too, as re-planning
-  every stage costs more than it saves on a few thousand lines. Big
-  histories keep all of them, since they pay back many times. A history
-  under 1 GiB (a few million sends) keeps everything but C2: compiling
-  Spark's generated code with it costs more CPU than it saves until the
-  tasks run long enough (measured: 1 M sends, 30 % less CPU in all). Past
-  that, the parallel collector replaces G1, and C2 compiles only the
-  tasks' code: the driver's machinery (planning, compiling generated Java)
-  stops at C1's optimized tier (BIG_JVM_OPTIONS, COMPILER_DIRECTIVES).
-
-``spark_master`` (or the SPARK_MASTER environment variable) points the same job
-at a standalone cluster, e.g. ``spark://127.0.0.1:7077``; the cluster's
-executors must see the run directory at the same path as the driver.
+``spark_conf`` sizes the JVM and the shuffle for the history to check (a
+2-core, 24 GB machine is the baseline; see DESIGN.md); the comments beside
+each setting say why, benchmarks/PROFILE.md what each was measured to save.
+``spark_master`` (or the SPARK_MASTER environment variable) points the same
+job at a standalone cluster, e.g. ``spark://127.0.0.1:7077``, whose executors
+must see the run directory at the same path as the driver.
 """
 
 from __future__ import annotations
@@ -53,23 +22,24 @@ from spark_analysis.class_archive import usable_archive
 if TYPE_CHECKING:  # pyspark is imported only when the Spark engine is used: it is slow to import
     from pyspark.sql import SparkSession
 
+# In local mode the executor lives inside the driver JVM, so this is the whole checker's heap; the parsed
+# history is cached compressed and spills to disk, so 10 million sends with their reads fit.
 DRIVER_MEMORY = "3g"
-# A small check: C1 only, and the serial collector (no G1 worker threads to start): about 15% less CPU to a
-# first result, measured on this machine; big checks keep C2 and G1, which pay back many times.
+# A small history: most of its check is starting the JVM, warming up the JIT and compiling generated Java. C1
+# only, and the serial collector (no G1 worker threads to start); big checks keep C2 and G1, which pay back.
+SMALL_HISTORY = 64 * 2 ** 20  # bytes of JSON lines
 SMALL_JVM_OPTIONS = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-# Up to a few million sends, C2 compiling Spark's generated code costs more CPU than it saves (1 M sends:
-# 31 CPU s of compiler threads; C1 only: 2 CPU s, tasks 9 CPU s slower, the check 30 % cheaper in all).
+# Up to a few million sends, C2 compiling Spark's generated code costs more CPU than it saves.
 MEDIUM_HISTORY = 2 ** 30  # bytes of JSON lines, about 2.3 M sends with their reads
 MEDIUM_JVM_OPTIONS = " -XX:TieredStopAtLevel=1"
 # Bigger histories: C2, and the throughput collector. A check is a batch job that never waits on a pause;
-# G1's concurrent marking and refinement threads took 6-9 CPU s of a 10 M-send check on 2 cores (the
-# parallel collector: ~2), CPU the tasks and C2 then lack. The heap bound (driver memory) is the same.
+# G1's concurrent marking and refinement threads take CPU the tasks and C2 then lack. The heap bound (driver
+# memory) is the same.
 BIG_JVM_OPTIONS = " -XX:+UseParallelGC"
 # ... and C2 kept for the tasks' code: Spark's generated classes, its shuffle, sorting and aggregation, the
 # Parquet readers. The driver's machinery (planning, Janino compiling the generated Java, ANTLR parsing SQL,
 # Java serialization, class loading) runs often enough for C2 to compile it, never long enough to repay it:
-# those methods stop at C1's optimized tier (a compiler directive). 10 M sends: C2 26-27 -> 16-18 CPU s, the
-# driver's thread no slower, checks 59.4 / 55.2 / 57.9 -> 52.5 / 56.8 / 51.6 s (alternating).
+# those methods stop at C1's optimized tier (a compiler directive).
 C1_ONLY_CODE = (
     "org/codehaus/*", "org/antlr/*", "java/io/Object*", "jdk/internal/org/*", "jdk/internal/loader/*",
     "java/lang/ClassLoader", "java/lang/invoke/*", "java/util/regex/*", "java/util/jar/*", "java/util/Formatter*",
@@ -80,9 +50,9 @@ C1_ONLY_CODE = (
                                                               "rules")],
 )
 COMPILER_DIRECTIVES = "[{match: [%s], c2: {Exclude: true}}]\n" % ", ".join(f'"{c}.*"' for c in C1_ONLY_CODE)
-SMALL_HISTORY = 64 * 2 ** 20  # bytes of JSON lines
-# A shuffle partition per this many bytes of JSON lines (about 1.25 M sends with their reads): a task's hash
-# map of that many messages fits its share of the heap. 50 M sends in 8 partitions: check 351 s; in 32: 190 s.
+# A shuffle partition per this many bytes of JSON lines (about 1.25 M sends with their reads), and at least 4
+# per core: the hash map a reduce task builds of its messages stays within its share of the heap. Adaptive
+# execution coalesces them for small histories, so a check of a thousand messages runs no hundreds of tiny tasks.
 BYTES_PER_PARTITION = 640 * 2 ** 20
 APP_NAME = "kchaos-check"
 
@@ -139,8 +109,8 @@ def jvm_file(name: str, text: str) -> Path:
 
 def spark_conf(master: str, history_bytes: int | None = None, class_archive: bool = True) -> dict[str, str]:
     """The configuration the checker's session is built with, for a history of this many bytes of JSON
-    lines (None: unknown, sized for a big one; see the module docstring for why), mapping the class
-    archive that set-up made (class_archive.py) when there is one and ``class_archive`` is true."""
+    lines (None: unknown, sized for a big one), mapping the class archive that set-up made
+    (class_archive.py) when there is one and ``class_archive`` is true."""
     log4j = jvm_file("log4j2.properties", LOG4J2)
     small = history_bytes is not None and history_bytes < SMALL_HISTORY
     medium = history_bytes is not None and history_bytes < MEDIUM_HISTORY
@@ -158,6 +128,8 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
         "spark.app.name": APP_NAME,
         "spark.driver.memory": DRIVER_MEMORY,
         "spark.driver.extraJavaOptions": driver_options,
+        # no web UI, no console progress bars, no Hive catalog: a faster start, no ports opened, nothing on the
+        # console but the verdict (Log4j says only errors, and the JVM's own output goes to SPARK_LOG)
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.catalogImplementation": "in-memory",
@@ -169,7 +141,7 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
     }
     if on_this_machine(master):  # a remote cluster's executors must reach the driver at a routable address
         conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
-    if small:  # adaptive execution re-plans every stage: for a few thousand lines that is most of the work
+    if small:  # no generated code; adaptive execution re-plans every stage: on a few thousand lines, most of the work
         conf["spark.sql.adaptive.enabled"] = "false"
         conf["spark.sql.codegen.wholeStage"] = "false"
         conf["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"

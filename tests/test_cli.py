@@ -22,7 +22,7 @@ from clusters import config_names as names_module
 from clusters.config import broker_defaults, controller_defaults
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
-from clusters.image import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
 from clusters.spec import ClusterSpec
 from harness import cli
 from harness.scenario import load_scenario
@@ -37,7 +37,7 @@ def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bad input must fail during validation: starting a run, a cluster or Docker fails the test."""
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("bad input reached the point of starting a cluster")
-    monkeypatch.setattr(cli, "run_scenario", refuse)
+    monkeypatch.setattr("harness.commands.run_scenario", refuse)
     monkeypatch.setattr("harness.cluster_cmd.Cluster.start", refuse)
     monkeypatch.setattr(docker, "from_env", refuse)
 

@@ -23,6 +23,7 @@ from faults.schedule import FaultPlan, Nemesis
 from faults.targets import CLIENT_TARGETS, TARGETS, choose_clients
 from harness.errors import HarnessError
 from harness.scenario import load_scenario
+from rundir.layout import RunDir
 from workloads.client import Client
 from workloads.consumer import ConsumerClient, read_back
 from workloads.history import History, RunClock
@@ -153,7 +154,7 @@ def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 def test_a_producer_killed_mid_load_leaves_info_for_its_in_flight_seqs(cluster: Cluster, tmp_path: Path) -> None:
     topic = new_topic(cluster)
     clock = RunClock()
-    history = History(tmp_path, clock)
+    history = History(RunDir(tmp_path), clock)
     # linger.ms=50: a few hundred messages are always in flight when the kill comes
     producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "1", "linger.ms": 50},
                               history.sends, clock, rate=3000)
@@ -202,7 +203,7 @@ def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: 
     topic = new_topic(cluster)
     group = f"g-{uuid.uuid4().hex[:6]}"
     clock = RunClock()
-    history = History(tmp_path, clock)
+    history = History(RunDir(tmp_path), clock)
     producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
                               rate=100)
     # session.timeout.ms: the group gives the dead consumer's partitions away within seconds

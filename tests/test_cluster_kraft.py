@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from clusters.cluster import Cluster
-from clusters.image import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
 from clusters.node import Node
 from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import create_topic

@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from checkers.history import HistoryError, lines_at, read_history
+from checkers.history import read_history
+from rundir.lines import HistoryError, lines_at
 from spark_analysis import cache, columnar
 from spark_analysis.columnar import READS, SENDS, STATUS_CODES
 from spark_analysis.columnar_reader import convert_history
@@ -177,7 +178,8 @@ def test_many_lines_in_tiny_blocks(tmp_path: Path, blocks: str) -> None:
 
 
 def test_arrow_reads_ordinary_blocks_and_the_rules_only_odd_ones(tmp_path: Path, blocks: str) -> None:
-    run = make_run(tmp_path, sends=[send("p0", i, partition=None if i % 5 else 0) for i in range(50)], reads=[])
+    run = make_run(tmp_path, sends=[send("p0", i, partition=None if i % 5 else 0) for i in range(50)],
+                   reads=[read("p0", 0, 0)])
     convert_history(run / "history")
     assert json.loads(footer(run)["blocks"])["rules"] == 0
     with (run / "history" / "sends.jsonl").open("a") as f:
@@ -287,7 +289,7 @@ def test_example_lines_are_found_through_the_marks(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(columnar, "BLOCK_BYTES", 1000)
     monkeypatch.setattr(columnar, "MARK_BYTES", 300)
     sends = [send(f"p{i % 3}", i) for i in range(200)]
-    run = make_run(tmp_path, sends=sends[:100] + ["", "  "] + sends[100:], reads=[], events=[])
+    run = make_run(tmp_path, sends=sends[:100] + ["", "  "] + sends[100:], reads=[read("p0", 0, 0)], events=[])
     files = convert_history(run / "history")
     assert files is not None
     file = files["sends.jsonl"]

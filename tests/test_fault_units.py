@@ -11,6 +11,7 @@ import pytest
 
 from faults.base import Fault, FaultError
 from faults.schedule import SAME, FaultPlan, Nemesis
+from rundir.layout import RunDir
 from workloads.history import History, RunClock
 from faults.partition import PartitionFault, ring_grudges
 from faults.registry import FAULTS
@@ -74,7 +75,7 @@ def test_a_nested_fault_hits_the_same_victims_inside_its_outer_fault(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(FAULTS, "recorded", Recorded)
     Recorded.calls = []
-    history = History(tmp_path, RunClock())
+    history = History(RunDir(tmp_path), RunClock())
     inner = FaultPlan("recorded", SAME, (0.3, 0.3), 0.3, (("tag", "inner"),), after_s=0.3)
     outer = FaultPlan("recorded", "leader-x", (60, 60), 1.0, (("tag", "outer"),), then=inner)
     nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=1.5)  # type: ignore[arg-type]
@@ -94,7 +95,7 @@ def test_a_nested_fault_hits_the_same_victims_inside_its_outer_fault(tmp_path: P
 def test_stopping_heals_nested_faults_innermost_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(FAULTS, "recorded", Recorded)
     Recorded.calls = []
-    history = History(tmp_path, RunClock())
+    history = History(RunDir(tmp_path), RunClock())
     inner = FaultPlan("recorded", SAME, (5, 5), 5, (("tag", "inner"),), after_s=0.1)
     outer = FaultPlan("recorded", "n1", (60, 60), 20, (("tag", "outer"),), then=inner)
     nemesis = Nemesis(None, "t", [outer], history, seed=1, warmup_s=0, load_s=60)  # type: ignore[arg-type]

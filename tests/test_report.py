@@ -24,12 +24,15 @@ from typing import Any
 import pytest
 import yaml
 
-from checkers.reference import check_run, write_results
+from checkers.reference import check_run
+from rundir.documents import write_results
+from rundir.layout import RunDir
 from harness.cli import main
-from harness.expect import assess
-from harness.matrix import write_matrix
-from harness.nightly import Outcome, Variant, junit_xml, nightly, nightly_scenarios
-from harness.report import NS, latency_bucket, bucket_ms, scan_history, write_report
+from verdicts.expect import assess
+from verdicts.matrix import write_matrix
+from harness.nightly import Variant, nightly, nightly_scenarios
+from verdicts.junit import Outcome, junit_xml
+from verdicts.report import NS, latency_bucket, bucket_ms, scan_history, write_report
 from harness.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,8 +132,8 @@ def make_run(root: Path, scenario_file: str = "acks1-leader-kill.yaml", *, lossy
     for name, lines in (("sends", sends), ("reads", reads), ("events", events)):
         (run / "history" / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     results = check_run(run)
-    write_results(run, results)
-    write_report(run, results, scenario, assess(scenario.get("expect"), results, scenario))
+    write_results(RunDir(run), results)
+    write_report(RunDir(run), results, scenario, assess(scenario.get("expect"), results, scenario))
     return run
 
 
@@ -221,7 +224,7 @@ def assert_report_page(dom: Dom, results: dict[str, Any]) -> None:
 def test_the_streaming_pass_agrees_with_the_checker(lossy_run: Path) -> None:
     results = json.loads((lossy_run / "results.json").read_text())
     assert results["counts"]["lost"] > 10 and results["counts"]["duplicated"] == 2
-    scan = scan_history(lossy_run / "history")
+    scan = scan_history(RunDir(lossy_run))
     assert scan.totals == {name: results["counts"][name] for name in ("lost", "duplicated", "divergent")}
     # every lost message sits at the second it was acknowledged (10 s), duplicates at theirs
     assert [s for s, n in enumerate(scan.lost.v) if n] == [10]
@@ -266,7 +269,7 @@ def test_report_cli_rewrites_the_report_and_refuses_a_run_without_results(lossy_
 
 def test_a_report_without_history_or_scenario_still_says_the_verdict(tmp_path: Path) -> None:
     results = {"valid": True, "counts": {"sent": 0, "acked": 0, "lost": 0}, "final_read_complete": True}
-    page = write_report(tmp_path, results, None, []).read_text()
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
     assert 'id="verdict">valid<' in page and "unknown (no scenario.yaml)" in page
     assert "history/sends.jsonl is missing" in page
 

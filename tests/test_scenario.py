@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
+from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from harness.scenario import load_scenario
 
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))

@@ -36,7 +36,8 @@ from hypothesis import strategies as st
 
 from checkers import reference
 from checkers.anomalies import COUNTS
-from checkers.history import HistoryError, NotJudged
+from rundir.layout import NotJudged
+from rundir.lines import HistoryError
 from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session

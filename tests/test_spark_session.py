@@ -9,7 +9,7 @@ import pytest
 
 from checkers.reference import check_run
 from spark_analysis import class_archive
-from spark_analysis.class_archive import write_training_run
+from spark_analysis.make_class_archive import write_training_run
 from spark_analysis.session import (BYTES_PER_PARTITION, C1_ONLY_CODE, MEDIUM_HISTORY, SMALL_HISTORY, jvm_file,
                                     spark_conf)
 

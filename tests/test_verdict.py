@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.matrix import find_runs
-from harness.nightly import Outcome, junit_xml
+from verdicts.matrix import find_runs
+from verdicts.junit import Outcome, junit_xml
 from harness.versions import kchaos_version
 from test_checker_reference import final_read, read, send, write_jsonl
 

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rundir.layout import RunDir
+
 FLUSH_INTERVAL_S = 0.5
 # one encoder for every line: json.dumps with separators builds a new one per call
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -104,12 +106,11 @@ class HistoryWriter:
 class History:
     """The three history files of a run directory, opened together."""
 
-    def __init__(self, run_dir: Path, clock: RunClock) -> None:
-        folder = run_dir / "history"
+    def __init__(self, run: RunDir, clock: RunClock) -> None:
         self.clock = clock
-        self.sends = HistoryWriter(folder / "sends.jsonl")
-        self.reads = HistoryWriter(folder / "reads.jsonl")
-        self.events = HistoryWriter(folder / "events.jsonl")
+        self.sends = HistoryWriter(run.sends)
+        self.reads = HistoryWriter(run.reads)
+        self.events = HistoryWriter(run.events)
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.write({"kind": kind, **fields})

@@ -10,40 +10,24 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from checkers.history import EVENTS_FILE, HistoryError, parse_event, read_jsonl
-from checkers.reference import write_results
+from checkers.anomalies import SUMMARY
 from harness.errors import EXIT_HARNESS, HarnessError
-from harness.expect import NOT_JUDGED, Assessment, assess, run_not_judged
-from harness.report import write_report
 from harness.versions import kchaos_version
+from rundir.documents import read_events, read_scenario, write_results
+from rundir.layout import RunDir
+from rundir.lines import HistoryError
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
-
-SUMMARY = ("acked", "failed", "indeterminate", "lost", "lost_after_read", "duplicated", "unexpected",
-           "failed_but_present", "divergent", "reordered", "consumer_skipped", "consumer_redelivered")
-
-
-def resolved_scenario(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "scenario.yaml"
-    if not path.exists():
-        return None
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise HarnessError(f"{path}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
-    return data if isinstance(data, dict) else None
+from verdicts.expect import NOT_JUDGED, Assessment, assess, run_not_judged
+from verdicts.report import write_report
 
 
-def run_record(run_dir: Path, scenario: dict[str, Any] | None) -> dict[str, Any]:
+
+def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
     """What results.json says about the run besides the checker's counts: versions, times, the faults' fate.
 
     Read from scenario.yaml and events.jsonl (fault, client and final-read lines).
     """
-    events: list[dict[str, Any]] = []
-    path = run_dir / "history" / EVENTS_FILE
-    if path.is_file():
-        events = read_jsonl(path, f"history/{EVENTS_FILE}", parse_event, [])
+    events = read_events(run.history, [])
     faults = [e for e in events if e["kind"] == "fault"]
     skipped = [e for e in faults if e.get("phase") == "skipped"]
     client = next((e for e in events if e["kind"] == "client" and e.get("client") == "librdkafka"), None)
@@ -60,7 +44,7 @@ def run_record(run_dir: Path, scenario: dict[str, Any] | None) -> dict[str, Any]
         "kafka_version": ((scenario or {}).get("cluster") or {}).get("kafka_version"),
         "librdkafka_version": None if client is None else client.get("version"),
         "scenario": (scenario or {}).get("name"),
-        "run_id": f"{run_dir.parent.name}/{run_dir.name}",
+        "run_id": run.run_id,
         "started_at": started if isinstance(started, str) else None,
         "ended_at": ended,
         "faults": {
@@ -78,19 +62,19 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     ``engine`` is "spark" (the default) or "python" (the reference); ``spark_master`` a Spark cluster URL.
     A run that proved nothing (no history to judge, cut short, no fault took effect) is one line on stderr.
     """
-    if not (run_dir / "history").is_dir():
-        raise HarnessError(f"{run_dir}: no history/ folder, not a kchaos run directory")
+    run = RunDir(run_dir)
     try:
+        run.require()
         results = check_run_with(engine, run_dir, spark_master)
-        scenario = resolved_scenario(run_dir)
-        results.update(run_record(run_dir, scenario))
+        scenario = read_scenario(run)
+        results.update(run_record(run, scenario))
     except HistoryError as e:
         raise HarnessError(str(e)) from None
     assessment = assess((scenario or {}).get("expect"), results, scenario)
     results["expectations"] = assessment.as_json()
     results["exit_code"] = assessment.exit_code
-    write_results(run_dir, results)
-    report = write_report(run_dir, results, scenario, assessment)
+    write_results(run, results)
+    report = write_report(run, results, scenario, assessment)
     if run_not_judged(results, scenario):
         print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
         return EXIT_HARNESS

@@ -8,18 +8,18 @@ worst verdict among them and links to each run's report.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from harness.expect import NOT_JUDGED, UNMET, Assessment, assess
-from harness.report import REPORT_FILE, _environment, durability_config, promises
+from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
+from rundir.documents import read_results, read_scenario
+from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, RunDir
+from rundir.lines import HistoryError
+from verdicts.report import durability_config, promises, templates
 
-INDEX_FILE = "index.html"
 
 # worst first: a cell takes the colour of its worst run
 VERDICTS = {
@@ -81,23 +81,22 @@ def verdict_of(results: dict[str, Any], assessment: Assessment) -> str:
 def find_runs(root: Path) -> tuple[list[Run], list[str]]:
     """Every run directory under root with a scenario.yaml and a results.json; and what was skipped, why."""
     runs, skipped = [], []
-    for results_path in sorted(root.glob("*/*/results.json")):
-        run_dir = results_path.parent
-        rel = run_dir.relative_to(root)
+    for results_path in sorted(root.glob(f"*/*/{RESULTS}")):
+        run = RunDir(results_path.parent)
+        rel = run.path.relative_to(root)
         try:
-            results = json.loads(results_path.read_text())
-            scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text()) \
-                if (run_dir / "scenario.yaml").is_file() else None
-        except (OSError, ValueError, yaml.YAMLError) as e:
-            skipped.append(f"{rel}: unreadable ({type(e).__name__})")
+            results = read_results(run)
+            scenario = read_scenario(run)
+        except (OSError, HistoryError) as e:
+            skipped.append(f"{rel}: {e}")
             continue
-        if not isinstance(results, dict) or "counts" not in results or not isinstance(scenario, dict):
-            skipped.append(f"{rel}: {'no scenario.yaml' if not isinstance(scenario, dict) else 'not a results.json'}")
+        if scenario is None:
+            skipped.append(f"{rel}: no {SCENARIO}")
             continue
         assessment = assess(scenario.get("expect"), results, scenario)
         counts = results["counts"]
-        link = rel / (REPORT_FILE if (run_dir / REPORT_FILE).is_file() else "results.json")
-        runs.append(Run(scenario=str(scenario.get("name", rel.parts[0])), stamp=rel.parts[-1], path=run_dir,
+        link = rel / (REPORT if run.report.is_file() else RESULTS)
+        runs.append(Run(scenario=str(scenario.get("name", rel.parts[0])), stamp=rel.parts[-1], path=run.path,
                         link=link.as_posix(), config=durability_config(scenario), faults=fault_kinds(scenario),
                         verdict=verdict_of(results, assessment), lost=int(counts.get("lost", 0)),
                         duplicated=int(counts.get("duplicated", 0)), counts=counts,
@@ -130,11 +129,11 @@ def write_matrix(root: Path) -> Path:
     root = Path(root)
     runs, skipped = find_runs(root)
     rows, columns = build_matrix(runs)
-    page = _environment().get_template("matrix.html.j2").render(
+    page = templates().get_template("matrix.html.j2").render(
         root=str(root), rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
         settings=list(rows[0]["config"]) if rows else [],
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-    path = root / INDEX_FILE
+    path = root / INDEX
     tmp = path.with_name(".index.html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID
-from harness.scenario import EXPECTATION
+from checkers.anomalies import ANOMALIES
 
 OPS: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq, "=": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 }
 
 MET, UNMET, NOT_JUDGED = "met", "unmet", "not judged"
+
+# What an ``expect:`` block may name, and how it states a count: 3, ">0", "<= 10".
+EXPECTABLE = ("valid", *ANOMALIES, "acked", "failed", "indeterminate")
+EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 
 # Counts that messages beyond an incomplete read-back could only raise, and by how much: lost (and
 # lost_after_read) by at most the acknowledged messages not found there; the rest by any amount.

@@ -1,0 +1,38 @@
+"""What ``make setup`` prepares for each Kafka version: the node image, and the version's setting names.
+
+``python -m clusters.prepare [--kafka-version V ...]`` (scripts/setup.sh);
+both are cached and rebuilt only when their recipe changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import docker.errors
+
+from clusters.config_names import config_names
+from clusters.errors import ClusterError
+from clusters.image import ensure_image
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kafka-version", action="append",
+                        help=f"repeat for several (default: {DEFAULT_KAFKA_VERSION} and {NEWEST_KAFKA_4})")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        for version in args.kafka_version or [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]:
+            print(ensure_image(version))
+            config_names(version)  # scenario validation reads them offline
+    except (ClusterError, docker.errors.DockerException) as e:
+        print(f"kchaos: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

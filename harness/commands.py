@@ -1,0 +1,61 @@
+"""The commands that start clusters: ``kchaos run`` and ``kchaos cluster``.
+
+Kept apart from the command line so that only they load Docker, librdkafka
+and Testcontainers; a Docker engine that does not answer is one line, like
+every other error a user can act on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import docker.errors
+
+from clusters.spec import ClusterSpec
+from harness import cluster_cmd
+from harness.errors import HarnessError
+from harness.run import run_scenario
+from harness.scenario import load_scenario
+from verdicts.verdict import judge
+
+F = TypeVar("F", bound=Callable[..., int])
+
+
+def docker_errors_in_one_line(command: F) -> F:
+    """A Docker engine error becomes a one-line HarnessError saying how to start one."""
+    @functools.wraps(command)
+    def wrapped(*args: object, **kwargs: object) -> int:
+        try:
+            return command(*args, **kwargs)
+        except docker.errors.DockerException as e:
+            raise HarnessError(f"Docker engine error ({e}); is dockerd running? `make setup` starts it") from None
+    return wrapped  # type: ignore[return-value]
+
+
+@docker_errors_in_one_line
+def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, engine: str,
+        spark_master: str | None) -> int:
+    """Run a scenario, then judge it; a harness error during the run wins over the verdict (exit 2)."""
+    scenario = load_scenario(scenario_file, overrides, seed)
+    outcome = run_scenario(scenario, out)
+    print(f"run directory: {outcome.run_dir}")
+    code = judge(outcome.run_dir, engine, spark_master)
+    if outcome.harness_error:
+        raise HarnessError(outcome.harness_error)
+    return code
+
+
+@docker_errors_in_one_line
+def cluster(action: str, args: argparse.Namespace) -> int:
+    """``kchaos cluster up|status|down``."""
+    if action == "up":
+        return cluster_cmd.up(ClusterSpec(kafka_version=args.kafka_version, metadata=args.metadata,
+                                          brokers=args.brokers, zookeepers=args.zookeepers,
+                                          controllers=args.controllers), args.json)
+    if action == "status":
+        return cluster_cmd.status(args.cluster_id)
+    return cluster_cmd.down(args.cluster_id)

@@ -1,0 +1,121 @@
+"""scenario.yaml, results.json and the events the verdict needs: read and written only here.
+
+One error policy for every reader: a file that is there but unusable is a
+one-line ``HistoryError`` naming it; a scenario.yaml that is absent is None
+(``kchaos check`` then assumes no promises and says so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rundir.layout import EVENTS, RESULTS, SCENARIO, RunDir
+from rundir.lines import HistoryError, parse_event, read_jsonl
+
+# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
+SCHEMA_VERSION = 2
+
+Part = tuple[str, int]  # (topic, partition)
+
+
+# --- scenario.yaml -----------------------------------------------------------------------------------
+
+
+def read_scenario(run: RunDir) -> dict[str, Any] | None:
+    """The resolved scenario.yaml, or None when there is none."""
+    if not run.scenario.is_file():
+        return None
+    try:
+        scenario = yaml.safe_load(run.scenario.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise HistoryError(f"{SCENARIO}{where}: not valid YAML ({problem})") from None
+    except UnicodeDecodeError:
+        raise HistoryError(f"{SCENARIO}: not valid UTF-8") from None
+    if not isinstance(scenario, dict):
+        raise HistoryError(f"{SCENARIO}: expected a mapping, not {type(scenario).__name__}")
+    return scenario
+
+
+def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
+    """The resolved scenario, every default filled in, as the run starts."""
+    run.scenario.write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+# --- results.json ------------------------------------------------------------------------------------
+
+
+def write_results(run: RunDir, results: dict[str, Any]) -> Path:
+    """Write RUN/results.json atomically, so a reader never sees half a verdict; readable by all (0644) like the
+    rest of the run directory (mkstemp makes it 0600)."""
+    target = run.results
+    fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run.path)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_results(run: RunDir) -> dict[str, Any]:
+    """RUN/results.json as written by ``kchaos check`` (HistoryError when missing or not one)."""
+    if not run.results.is_file():
+        raise HistoryError(f"{run.results}: missing; `kchaos check {run.path}` writes it")
+    try:
+        results = json.loads(run.results.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HistoryError(f"{run.results}: not valid JSON ({e})") from None
+    if not isinstance(results, dict) or not isinstance(results.get("counts"), dict):
+        raise HistoryError(f"{run.results}: not a kchaos {RESULTS} (no counts)")
+    return results
+
+
+# --- events.jsonl ------------------------------------------------------------------------------------
+
+
+def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
+    """Every line of history/events.jsonl (a missing file is noted: no events)."""
+    path, label = history_dir / EVENTS, f"{history_dir.name}/{EVENTS}"
+    if not path.is_file():
+        notes.append(f"{label} is missing: no events recorded")
+        return []
+    return read_jsonl(path, label, parse_event, notes)
+
+
+def final_read_completeness(events: list[dict[str, Any]]) -> dict[Part, bool]:
+    """Per partition with a final-read event: did some read-back reach the high watermark?"""
+    complete: dict[Part, bool] = {}
+    for e in events:
+        if e["kind"] == "final-read":
+            part = (e["topic"], e["partition"])
+            complete[part] = complete.get(part, False) or e["complete"]
+    return complete
+
+
+def committed_offsets(events: list[dict[str, Any]]) -> dict[Part, dict[str, int]]:
+    """Per partition, each group's committed offset at the end (the last event wins; null: none)."""
+    latest: dict[tuple[str, str, int], int | None] = {}
+    for e in events:
+        if e["kind"] == "committed":
+            latest[(e["group"], e["topic"], e["partition"])] = e["offset"]
+    committed: dict[Part, dict[str, int]] = defaultdict(dict)
+    for (group, topic, partition), offset in latest.items():
+        if offset is not None:
+            committed[(topic, partition)][group] = offset
+    return committed

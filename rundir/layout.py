@@ -1,0 +1,117 @@
+"""Where everything of a run lives, and whether what a stage needs is there.
+
+    runs/<scenario>/<UTC timestamp>/
+      scenario.yaml  history/{sends,reads,events}.jsonl  results.json  report.html  logs/  cluster/
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rundir.lines import HistoryError, parse_json_line
+
+SCENARIO = "scenario.yaml"
+RESULTS = "results.json"
+REPORT = "report.html"
+HISTORY = "history"
+LOGS = "logs"
+CLUSTER = "cluster"  # the nodes' data and config while the cluster runs
+SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
+INDEX = "index.html"  # the matrix, at the root of a tree of runs
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory, by path; nothing is read until asked."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, root: Path, scenario_name: str) -> "RunDir":
+        """A new, empty run directory (with history/) under ``root``, stamped with the UTC time."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        run = cls(Path(root) / scenario_name / stamp)
+        run.history.mkdir(parents=True)
+        return run
+
+    @property
+    def run_id(self) -> str:
+        """``<scenario>/<timestamp>``: the two last parts of the path."""
+        return f"{self.path.parent.name}/{self.path.name}"
+
+    @property
+    def scenario(self) -> Path:
+        return self.path / SCENARIO
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT
+
+    @property
+    def history(self) -> Path:
+        return self.path / HISTORY
+
+    @property
+    def logs(self) -> Path:
+        return self.path / LOGS
+
+    @property
+    def cluster(self) -> Path:
+        return self.path / CLUSTER
+
+    @property
+    def sends(self) -> Path:
+        return self.history / SENDS
+
+    @property
+    def reads(self) -> Path:
+        return self.history / READS
+
+    @property
+    def events(self) -> Path:
+        return self.history / EVENTS
+
+    def require(self) -> None:
+        """A run directory at all: one with a history/ folder (HistoryError, one line)."""
+        if not self.history.is_dir():
+            raise HistoryError(f"{self.path}: no history/ folder, not a kchaos run directory")
+
+
+class NotJudged(HistoryError):
+    """The history holds nothing to judge (no sends, or nothing read back): the run proved nothing."""
+
+
+def require_history(history_dir: Path) -> None:
+    """Refuse a history with no send or no read to judge (NotJudged, one line); both checkers call it first.
+
+    Judged anyway, a missing reads.jsonl would call every acknowledged message
+    lost, and a missing sends.jsonl every read unexpected.
+    """
+    if not history_dir.is_dir():
+        raise HistoryError(f"{history_dir}: no history directory")
+    for name, meaning in ((SENDS, "no send was recorded"), (READS, "nothing was read back")):
+        path = history_dir / name
+        if not path.is_file():
+            raise NotJudged(f"not judged: history/{name} is missing ({meaning})")
+        if not _holds_a_line(path):
+            raise NotJudged(f"not judged: history/{name} is empty ({meaning})")
+
+
+def _holds_a_line(path: Path) -> bool:
+    """Whether the file has a complete JSON line, or a bad one the reader will report (not only a cut-off one)."""
+    with path.open("rb") as f:
+        lines = (raw for raw in f if raw.strip())
+        first = next(lines, None)
+        if first is None:
+            return False
+        try:
+            parse_json_line(first)
+            return True
+        except ValueError:
+            return next(lines, None) is not None

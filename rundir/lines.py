@@ -1,0 +1,175 @@
+"""The run directory's JSON-lines rules, for every reader of history/*.jsonl.
+
+Readers ignore fields they do not know; a last line cut off (the harness died
+while writing it) is dropped with a note; anything else that is unusable is
+a one-line ``HistoryError`` naming the file and line (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class HistoryError(ValueError):
+    """The history cannot be checked; the message is one line naming the file and line."""
+
+
+def read_jsonl(path: Path, label: str, parse: Callable[[dict[str, Any], int], T], notes: list[str]) -> list[T]:
+    """Parse every line with ``parse``; a last line that is not JSON is dropped with a note."""
+    lines = LineRules(label, parse)
+    with path.open("rb") as f:
+        records = lines.feed(enumerate(f, 1), [])
+    lines.finish(notes)
+    return records
+
+
+# Lines iter_jsonl hands to LineRules at a time: few enough that their objects are still in the CPU's cache
+# when the caller takes them.
+STREAM_BATCH = 128
+
+
+def iter_jsonl(path: Path, label: str, notes: list[str]) -> Iterator[dict[str, Any]]:
+    """Each line's object in turn, by the rules of ``read_jsonl``, for a reader that keeps only aggregates.
+
+    Holds a few lines at a time, never the file; the note on a cut-off last line comes when the file ends.
+    """
+    lines: LineRules[dict[str, Any]] = LineRules(label, _as_is)
+    with path.open("rb") as f:
+        numbered = enumerate(f, 1)
+        while batch := list(islice(numbered, STREAM_BATCH)):
+            yield from lines.feed(batch, [])
+    lines.finish(notes)
+
+
+def _as_is(obj: dict[str, Any], line: int) -> dict[str, Any]:
+    return obj
+
+
+class LineRules(Generic[T]):
+    """The reader's rules for the lines of one file, fed in batches (the Spark checker converts files by blocks).
+
+    A line that does not parse is only known to be the last one when the file
+    ends, so it is held until then; any later non-blank line makes it an error.
+    """
+
+    def __init__(self, label: str, parse: Callable[[dict[str, Any], int], T]) -> None:
+        self.label = label
+        self.parse = parse
+        self.unparsed: tuple[int, str] | None = None  # (line number, why) of a line that is not JSON
+
+    def feed(self, lines: Iterable[tuple[int, bytes]], records: list[T]) -> list[T]:
+        """Append the records of these (line number, raw line) to ``records``; HistoryError at a bad line."""
+        label, parse, unparsed = self.label, self.parse, self.unparsed
+        for number, raw in lines:
+            if not raw.strip():
+                continue
+            if unparsed is not None:
+                raise HistoryError(f"{label} line {unparsed[0]}: {unparsed[1]}")
+            try:
+                obj = parse_json_line(raw)
+            except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for a cut multibyte character
+                unparsed = (number, why_not_json(e))
+                continue
+            try:
+                if type(obj) is not dict:
+                    raise BadLine("not a JSON object")
+                records.append(parse(obj, number))
+            except BadLine as e:
+                raise HistoryError(f"{label} line {number}: {e}") from None
+        self.unparsed = unparsed
+        return records
+
+    def finish(self, notes: list[str]) -> None:
+        """At the end of the file: a held line was the last one, cut off; drop it with a note."""
+        if self.unparsed is not None:
+            notes.append(f"{self.label}: dropped an incomplete last line (line {self.unparsed[0]})")
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def parse_json_line(raw: bytes) -> Any:
+    """json.loads for one line, minus two layers of Python calls: it runs once per line of every history."""
+    text = raw.decode("utf-8").lstrip()
+    obj, end = _raw_decode(text)
+    if text[end:].strip():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
+
+
+def why_not_json(error: ValueError) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON ({error.msg} at column {error.colno})"
+    return "not valid UTF-8"
+
+
+def lines_at(path: Path, numbers: set[int]) -> dict[int, dict[str, Any]]:
+    """Parse only the wanted lines of a JSON-lines file (it was validated when first read)."""
+    found: dict[int, dict[str, Any]] = {}
+    last = max(numbers)
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number in numbers:
+                found[number] = parse_json_line(raw)
+            if number >= last:
+                break
+    return found
+
+
+class BadLine(ValueError):
+    """A field is missing or has the wrong type; read_jsonl adds the file and line."""
+
+
+_MISSING = object()
+
+
+def type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def field_of(obj: dict[str, Any], name: str, kind: type, *, nullable: bool = False, optional: bool = False) -> Any:
+    """obj[name] when it has exactly type ``kind`` (bool is not an int here), else BadLine."""
+    value = obj.get(name, _MISSING)
+    if value is _MISSING:
+        if optional:
+            return None
+        raise BadLine(f"missing field '{name}'")
+    if type(value) is kind or (value is None and nullable):
+        return value
+    wanted = {int: "an integer", str: "a string", bool: "true or false"}[kind]
+    raise BadLine(f"field '{name}' must be {wanted}{' or null' if nullable else ''}, not {type_name(value)}")
+
+
+def choice_of(obj: dict[str, Any], name: str, choices: dict[str, str]) -> str:
+    """One of a few fixed strings, returned as the shared constant."""
+    value = obj.get(name, _MISSING)
+    if value is _MISSING:
+        raise BadLine(f"missing field '{name}'")
+    try:
+        return choices[value]
+    except (KeyError, TypeError):
+        names = [repr(c) for c in choices]
+        wanted = f"{', '.join(names[:-1])} or {names[-1]}"
+        raise BadLine(f"field '{name}' must be {wanted}, not {value!r}") from None
+
+
+def parse_event(obj: dict[str, Any], line: int) -> dict[str, Any]:
+    """Events need a kind; the two kinds the checker reads also need their fields."""
+    kind = field_of(obj, "kind", str)
+    if kind == "final-read":
+        field_of(obj, "topic", str)
+        field_of(obj, "partition", int)
+        field_of(obj, "complete", bool)
+        field_of(obj, "high_watermark", int, nullable=True, optional=True)
+    elif kind == "committed":
+        field_of(obj, "group", str)
+        field_of(obj, "topic", str)
+        field_of(obj, "partition", int)
+        field_of(obj, "offset", int, nullable=True)  # null: the group never committed this partition
+    return obj

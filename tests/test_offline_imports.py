@@ -1,0 +1,148 @@
+"""The offline stages stand alone: `kchaos check`, `report` and `matrix` need no cluster library, the room
+(rundir/, verdicts/, checkers/) imports nothing of the stages that run clusters, and no module of the
+project imports another in a circle or takes another's private names."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from test_verdict import ten_acks_read_back_to
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("checkers", "clusters", "faults", "harness", "rundir", "spark_analysis", "verdicts", "workloads")
+OFFLINE = ("rundir", "verdicts", "checkers")
+ONLINE = ("clusters", "workloads", "faults")
+CLUSTER_LIBRARIES = ("docker", "confluent_kafka", "testcontainers")
+
+# Runs the CLI with the cluster libraries made unimportable, and says which of them got loaded anyway.
+WITHOUT_CLUSTER_LIBRARIES = f"""
+import importlib.abc, json, sys
+BLOCKED = {CLUSTER_LIBRARIES!r}
+class Unimportable(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{{name}} is unimportable in this test")
+        return None
+sys.meta_path.insert(0, Unimportable())
+from harness.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({{"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)}}))
+"""
+
+
+def without_cluster_libraries(*argv: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", WITHOUT_CLUSTER_LIBRARIES, *argv], capture_output=True,
+                            text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_check_report_and_matrix_run_without_docker_librdkafka_or_testcontainers(tmp_path: Path) -> None:
+    run = ten_acks_read_back_to(10, tmp_path, expect={"lost": 0})
+    assert without_cluster_libraries("check", str(run), "--engine", "python") == {"code": 0, "loaded": []}
+    assert json.loads((run / "results.json").read_text())["expectations"]["outcome"] == "met"
+    (run / "report.html").unlink()
+    assert without_cluster_libraries("report", str(run)) == {"code": 0, "loaded": []}
+    assert (run / "report.html").is_file()
+    assert without_cluster_libraries("matrix", str(tmp_path)) == {"code": 0, "loaded": []}
+
+
+# --- the import graph of the project's own modules, from their source --------------------------------------
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> dict[str, ast.Module]:
+    return {module_name(p): ast.parse(p.read_text(), str(p))
+            for package in PACKAGES for p in sorted((REPO / package).rglob("*.py"))}
+
+
+def imports(tree: ast.Module, modules: set[str]) -> list[tuple[str, list[str]]]:
+    """(imported project module, names taken from it) for every import anywhere in the module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+            names = [a.name for a in node.names]
+            submodules = [f"{node.module}.{n}" for n in names if f"{node.module}.{n}" in modules]
+            found.append((node.module, [n for n in names if f"{node.module}.{n}" not in modules]))
+            found += [(m, []) for m in submodules]
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    trees = sources()
+    modules = set(trees)
+    return {name: {m for m, _ in imports(tree, modules) if m in modules and m != name}
+            for name, tree in trees.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_no_module_imports_another_in_a_circle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_offline_room_reaches_nothing_that_runs_clusters() -> None:
+    edges = graph()
+    for start in (m for m in edges if m.split(".")[0] in OFFLINE):
+        seen, todo = set(), [start]
+        while todo:
+            module = todo.pop()
+            if module in seen:
+                continue
+            seen.add(module)
+            todo += edges.get(module, ())
+        assert not [m for m in seen if m.split(".")[0] in ONLINE], f"{start} reaches {sorted(seen)}"
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    trees = sources()
+    taken = [(name, module, n) for name, tree in trees.items() for module, names in imports(tree, set(trees))
+             for n in names if n.startswith("_") and module != name]
+    assert taken == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
