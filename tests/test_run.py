@@ -97,7 +97,7 @@ def test_a_short_run_that_loses_data_is_caught_end_to_end(tmp_path: Path) -> Non
     assert counts["sent"] == len(sends)
     assert results["final_read_complete"] is True
     assert counts["lost"] > 0 and results["valid"] is False and results["exit_code"] == 0
-    assert results["faults"]["applied"] == 1
+    assert results["faults"]["applied"] >= 1
     assert f"lost {counts['lost']:,}" in result.stdout and "expectations met" in result.stdout
     report = (run / "report.html").read_text()
     assert 'id="verdict"' in report and f"<td>lost</td><td class=\"num\">{counts['lost']:,}</td>" in report
@@ -112,11 +112,13 @@ def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
         sends = None
         while time.monotonic() < deadline:
             found = list(tmp_path.glob("*/*/history/sends.jsonl"))
-            if found and found[0].stat().st_size > 200_000:
+            reads = [p.with_name("reads.jsonl") for p in found]
+            # killed once something was sent and read: with nothing read back, the history is not even checked
+            if found and found[0].stat().st_size > 200_000 and reads[0].is_file() and reads[0].stat().st_size > 0:
                 sends = found[0]
                 break
             time.sleep(0.5)
-        assert sends is not None, "the run never started writing sends"
+        assert sends is not None, "the run never started writing sends and reads"
         children = workload_processes(proc.pid)
         assert len(children) == 3, children  # 2 producers and a consumer, each a process
         os.kill(proc.pid, signal.SIGKILL)
