@@ -44,6 +44,8 @@ class Fault(ABC, Generic[Victim]):
     options: ClassVar[Mapping[str, Any]] = {}
     # the targets a scenario may give it: nodes, unless it is a ClientFault
     targets: ClassVar[tuple[str, ...]] = NODE_TARGETS
+    # whether healing starts its victims again (and waits until they serve)
+    restarts: ClassVar[bool] = False
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
                  options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
@@ -76,6 +78,13 @@ class Fault(ABC, Generic[Victim]):
 
         The default accepts every plan; a fault whose plan can be empty by
         construction (a partition that cuts nobody) overrides it.
+        """
+
+    @classmethod
+    def check_inner(cls, options: Mapping[str, Any], inner: "type[Fault]") -> None:
+        """Refuse, before anything starts, a fault nested on this one's victims that could never heal (FaultError).
+
+        The default accepts every inner fault.
         """
 
     def choose(self, target: str) -> list[Victim]:

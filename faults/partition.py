@@ -164,6 +164,16 @@ class PartitionFault(Fault):
                 raise FaultError(f"partition mode majority-ring needs at least {MIN_RING_NODES} nodes; with "
                                  f"{nodes} every majority is all of them: nothing to cut")
 
+    @classmethod
+    def check_inner(cls, options: Mapping[str, Any], inner: type[Fault]) -> None:
+        """A node restarted while cut from the metadata quorum (isolate, zookeeper) can never register, so the
+        inner fault's heal, which waits until it serves, could never finish."""
+        mode = options.get("mode", "isolate")
+        if inner.restarts and mode in ("isolate", "zookeeper"):
+            raise FaultError(f"{inner.kind} nested in a partition in mode {mode} restarts its victim while it is "
+                             "cut from the metadata quorum: it could never register and the fault never heal "
+                             "(mode brokers keeps the quorum reachable)")
+
     def choose(self, target: str) -> list[Node]:
         if self.settings["mode"] in ("halves", "majority-ring"):
             return sorted((n for n in self.cluster.nodes if n.running), key=lambda n: n.name)

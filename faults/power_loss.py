@@ -24,6 +24,7 @@ from faults.kill import kill_all
 
 class PowerLossFault(Fault):
     kind = "power-loss"
+    restarts = True
 
     def apply(self, nodes: list[Node]) -> str:
         without_disk = [n.name for n in nodes if n.volume is None]

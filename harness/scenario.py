@@ -248,6 +248,11 @@ class Scenario(Strict):
             if nested is not None:
                 target = fault.target if nested.target == SAME else nested.target
                 checks.append((f"faults.{i}.then", nested.kind, target, nested.options))
+                if nested.target == SAME:
+                    try:
+                        FAULTS[fault.kind].check_inner(fault.options, FAULTS[nested.kind])
+                    except FaultError as e:
+                        raise ValueError(f"faults.{i}.then: {e}") from None
             for where, kind, target, options in checks:
                 try:
                     FAULTS[kind].check_plan(target, options, spec)

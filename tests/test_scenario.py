@@ -36,6 +36,11 @@ def write(tmp_path: Path, text: str) -> Path:
     ("faults: [{kind: kill, duration_s: 10, then: {kind: explode}}]", "faults.0.then.kind: unknown fault 'explode'"),
     ("faults: [{kind: kill, duration_s: 10, then: {kind: kill, interval_s: 3}}]", "then.interval_s: unknown key"),
     ("faults: [{kind: partition, options: {mode: sideways}}]", "partition mode must be one of"),
+    ("faults: [{kind: partition, duration_s: 20, then: {kind: kill, duration_s: 5}}]",
+     "faults.0.then: kill nested in a partition in mode isolate restarts its victim while it is cut from the "
+     "metadata quorum"),
+    ("faults: [{kind: partition, options: {mode: zookeeper}, duration_s: 20, then: {kind: power-loss}}]",
+     "faults.0.then: power-loss nested in a partition in mode zookeeper"),
     ("nightly: [etcd]", "nightly"),
     ("expect: {lost: lots}", "expect.lost must be a count or a comparison"),
     ("expect: {happiness: 1}", "cannot expect 'happiness'"),
@@ -48,6 +53,12 @@ def test_bad_scenarios_get_one_line(tmp_path: Path, text: str, message: str) -> 
         load_scenario(write(tmp_path, text))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_restart_inside_a_cut_that_keeps_the_quorum_reachable_is_accepted(tmp_path: Path) -> None:
+    text = ("faults: [{kind: partition, options: {mode: brokers}, duration_s: 20, then: {kind: kill}},\n"
+            "         {kind: partition, duration_s: 20, then: {kind: kill, target: random-broker}}]")
+    assert [f.then.kind for f in load_scenario(write(tmp_path, text)).faults] == ["kill", "kill"]
 
 
 def test_overrides_reach_nested_keys_config_maps_and_list_items(tmp_path: Path) -> None:
