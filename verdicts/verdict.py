@@ -17,9 +17,8 @@ from rundir.documents import read_events, read_scenario, write_results
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
-from verdicts.expect import NOT_JUDGED, Assessment, assess, run_not_judged
+from verdicts.expect import NOT_JUDGED, Assessment, assess
 from verdicts.report import write_report
-
 
 
 def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
@@ -75,7 +74,7 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     results["exit_code"] = assessment.exit_code
     write_results(run, results)
     report = write_report(run, results, scenario, assessment)
-    if run_not_judged(results, scenario):
+    if assessment.proved_nothing:
         print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
         return EXIT_HARNESS
     counts = results["counts"]
