@@ -19,6 +19,7 @@ HISTORY = "history"
 LOGS = "logs"
 CLUSTER = "cluster"  # the nodes' data and config while the cluster runs
 SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
+TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads only)
 INDEX = "index.html"  # the matrix, at the root of a tree of runs
 
 
@@ -76,6 +77,10 @@ class RunDir:
     @property
     def events(self) -> Path:
         return self.history / EVENTS
+
+    @property
+    def txns(self) -> Path:
+        return self.history / TXNS
 
     def require(self) -> None:
         """A run directory at all: one with a history/ folder (HistoryError, one line)."""
