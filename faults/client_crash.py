@@ -1,10 +1,12 @@
-"""client-crash: SIGKILL one producer or consumer process, and start a new one when the fault heals.
+"""client-crash: SIGKILL one producer, consumer or pipeline process, and start a new one when the fault heals.
 
 An application instance that crashes: whatever its producer had in flight
 becomes ``info`` in the history (its acks may have died with it), and a
 consumer killed between poll and commit skips or re-reads records. The new
 process takes the old one's place: a producer under a new id (p0 -> p0.1,
-so (producer, seq) stays unique), a consumer in the same group.
+so (producer, seq) stays unique), a consumer in the same group, a pipeline
+both (under the same transactional.id, so its start fences the dead one's
+open transaction, which the coordinator aborts).
 """
 
 from __future__ import annotations

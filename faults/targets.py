@@ -1,5 +1,5 @@
 """What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all)
-or workload clients (a producer, a consumer, any of them)."""
+or workload clients (a producer, a consumer, an exactly-once pipeline, any of them)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from clusters.node import Node
 from workloads.client import Client
 
 NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers")
-CLIENT_TARGETS = ("producer", "consumer", "random-client")
+# a role's name targets a client of that role; "pipeline" is appended so the others keep their order
+CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
 
 
@@ -46,6 +47,6 @@ def choose_clients(clients: Sequence[Client], target: str, rng: random.Random) -
     """One running workload process for ``target``; empty when none runs (e.g. no consumers)."""
     if target not in CLIENT_TARGETS:
         raise ValueError(f"unknown client target {target!r}; one of {', '.join(CLIENT_TARGETS)}")
-    role = None if target == "random-client" else target  # "producer" and "consumer" are roles
+    role = None if target == "random-client" else target  # the others are roles
     running = sorted((c for c in clients if c.running and role in (None, c.role)), key=lambda c: c.name)
     return [rng.choice(running)] if running else []
