@@ -1,4 +1,4 @@
-"""Append-only JSON-lines histories (sends, reads, events) of a run.
+"""Append-only JSON-lines histories (sends, reads, events, txns) of a run.
 
 Lines are buffered in memory and written by a background thread at least
 once a second, so a harness killed mid-run leaves a readable history with at
@@ -104,17 +104,22 @@ class HistoryWriter:
 
 
 class History:
-    """The three history files of a run directory, opened together."""
+    """The history files of a run directory, opened together.
 
-    def __init__(self, run: RunDir, clock: RunClock) -> None:
+    txns.jsonl exists only in transactional runs: its absence says the run had none.
+    """
+
+    def __init__(self, run: RunDir, clock: RunClock, transactions: bool = False) -> None:
         self.clock = clock
         self.sends = HistoryWriter(run.sends)
         self.reads = HistoryWriter(run.reads)
         self.events = HistoryWriter(run.events)
+        self.txns = HistoryWriter(run.txns) if transactions else None
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.write({"kind": kind, **fields})
 
     def close(self) -> None:
-        for writer in (self.sends, self.reads, self.events):
-            writer.close()
+        for writer in (self.sends, self.reads, self.events, self.txns):
+            if writer is not None:
+                writer.close()

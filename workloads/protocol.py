@@ -13,6 +13,13 @@ Producer::
     S <status> <seq> <partition> <offset> <complete_ns> <error, may hold spaces>
     E                                              stopped cleanly; nothing more will come
 
+A transactional producer also says (the seqs of ``I`` lines between ``T`` and
+``O`` belong to that transaction)::
+
+    T <txn> <begin_ns>                             a transaction begins
+    C <txn> <intent> <invoke_ns>                   commit_transaction (commit) or abort_transaction (abort) called
+    O <txn> <outcome> <complete_ns> <error, may hold spaces>   committed | aborted | unknown
+
 Consumer::
 
     H <pid>
@@ -56,6 +63,24 @@ class Completed(NamedTuple):
     error: str | None
 
 
+class TxnBegun(NamedTuple):
+    txn: int
+    begin_ns: int
+
+
+class TxnRequested(NamedTuple):
+    txn: int
+    intent: str            # commit | abort
+    invoke_ns: int
+
+
+class TxnOutcome(NamedTuple):
+    txn: int
+    outcome: str           # committed | aborted | unknown, as in txns.jsonl
+    complete_ns: int
+    error: str | None
+
+
 class Polled(NamedTuple):
     count: int
     poll_ns: int
@@ -77,7 +102,8 @@ class End(NamedTuple):
     pass
 
 
-Message = Union[Hello, Invoked, Withdrawn, Completed, Polled, Processed, BatchDone, End]
+Message = Union[Hello, Invoked, Withdrawn, Completed, TxnBegun, TxnRequested, TxnOutcome, Polled, Processed,
+                BatchDone, End]
 
 
 class ProtocolError(ValueError):
@@ -108,6 +134,18 @@ def completed(status: str, seq: int, partition: int | None, offset: int | None, 
     return f"S {status} {seq} {_opt(partition)} {_opt(offset)} {complete_ns} {_opt(error)}"
 
 
+def txn_begun(txn: int, begin_ns: int) -> str:
+    return f"T {txn} {begin_ns}"
+
+
+def txn_requested(txn: int, intent: str, invoke_ns: int) -> str:
+    return f"C {txn} {intent} {invoke_ns}"
+
+
+def txn_outcome(txn: int, outcome: str, complete_ns: int, error: str | None) -> str:
+    return f"O {txn} {outcome} {complete_ns} {_opt(error)}"
+
+
 def polled(count: int, poll_ns: int) -> str:
     return f"P {count} {poll_ns}"
 
@@ -129,6 +167,8 @@ def encode_lines(lines: list[str]) -> bytes:
 
 
 STATUSES = (b"ok", b"fail", b"info")
+INTENTS = ("commit", "abort")
+OUTCOMES = ("committed", "aborted", "unknown")
 
 
 def completed_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
@@ -185,6 +225,18 @@ def parse(line: bytes) -> Message:
         if tag == b"X":
             _, first, count = line.split(b" ")
             return Withdrawn(int(first), int(count))
+        if tag == b"T":
+            _, txn, begin_ns = line.split(b" ")
+            return TxnBegun(int(txn), int(begin_ns))
+        if tag == b"C":
+            _, txn, intent, invoke_ns = line.split(b" ")
+            if intent.decode() in INTENTS:
+                return TxnRequested(int(txn), intent.decode(), int(invoke_ns))
+        if tag == b"O":
+            _, txn, outcome, complete_ns, error = line.split(b" ", 4)
+            if outcome.decode() in OUTCOMES:
+                return TxnOutcome(int(txn), outcome.decode(), int(complete_ns),
+                                  None if error == b"-" else error.decode())
         if tag == b"H":
             _, pid = line.split(b" ")
             return Hello(int(pid))
