@@ -13,7 +13,8 @@ from typing import Any
 from rundir.documents import SCHEMA_VERSION
 
 ANOMALIES = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
-             "reordered", "consumer_skipped", "consumer_redelivered", "unknown")
+             "reordered", "consumer_skipped", "consumer_redelivered", "unknown", "aborted_read", "torn_transaction",
+             "pipeline_lost", "pipeline_duplicated", "hanging_transaction")
 
 DEFINITIONS = {
     "lost": "status ok, and absent from the final read of its partition although that read was complete",
@@ -30,21 +31,44 @@ DEFINITIONS = {
     "consumer_redelivered": "processed live more than once by the group (at-least-once redelivery: counted, "
                             "not a violation)",
     "unknown": "info sends: found or not found, reported with their counts, never called lost",
+    "aborted_read": "a read_committed read of a message whose transaction aborted or never committed",
+    "torn_transaction": "a transaction whose messages are partly visible to read_committed readers (counted per "
+                        "transaction)",
+    "pipeline_lost": "an exactly-once pipeline's committed input (below the pipeline's committed offset) with no "
+                     "output record in the read_committed final read",
+    "pipeline_duplicated": "an exactly-once pipeline's input with output records at two or more positions",
+    "hanging_transaction": "liveness: a partition whose last stable offset stayed below its high watermark past "
+                           "transaction.timeout.ms (counted per partition)",
 }
 
 # Counts results.json holds besides one per anomaly, in the order it lists them.
 TALLIES = ("sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")
 EXTRA_COUNTS = ("unknown_found", "unknown_not_found", "lost_unverifiable")
-COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS
+# Transactions by outcome (txns.jsonl; one with sends but no line is unknown), and pipeline inputs not judged:
+# not yet processed (at or above the pipeline's committed offset), or the output's read-back was incomplete.
+TXN_COUNTS = ("txns_committed", "txns_aborted", "txns_unknown", "pipeline_unprocessed", "pipeline_unverifiable")
+COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS
 
 # Always a violation, whatever the producers promised.
-VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped")
+VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped", "aborted_read",
+              "torn_transaction", "pipeline_lost", "pipeline_duplicated", "hanging_transaction")
 # Only counted, never a problem in themselves: at-least-once redelivery, and sends whose outcome is unknown.
 COUNTED_ONLY = ("consumer_redelivered", "unknown")
 # Shown as problems in reports: every anomaly but those only counted.
 FLAGGED = tuple(a for a in ANOMALIES if a not in COUNTED_ONLY)
 # The one-line summary `kchaos check` prints, in this order.
-SUMMARY = ("acked", "failed", "indeterminate", *(a for a in ANOMALIES if a != "unknown"))
+TRANSACTION_ANOMALIES = ("aborted_read", "torn_transaction", "pipeline_lost", "pipeline_duplicated",
+                         "hanging_transaction")
+SUMMARY = ("acked", "failed", "indeterminate",
+           *(a for a in ANOMALIES if a != "unknown" and a not in TRANSACTION_ANOMALIES))
+TRANSACTION_SUMMARY = ("txns_committed", "txns_aborted", "txns_unknown", *TRANSACTION_ANOMALIES)
+
+
+def summary_keys(counts: dict[str, int]) -> tuple[str, ...]:
+    """The counts of the one-line summary: the transaction ones only for runs that had transactions."""
+    if any(counts.get(k) for k in TRANSACTION_SUMMARY):
+        return SUMMARY + TRANSACTION_SUMMARY
+    return SUMMARY
 
 # --- the notes: what the counts alone would hide, worded once for both checkers ---------------------
 
@@ -86,29 +110,82 @@ def judgement_notes(*, lost_unverifiable: int, unordered: int, no_partition: int
     return notes
 
 
+# librdkafka's transaction.timeout.ms and the broker's transaction.abort.timed.out.transaction.cleanup.interval.ms:
+# an open transaction may hold back read_committed readers this long before the coordinator aborts it.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+DEFAULT_TXN_CLEANUP_INTERVAL_MS = 10_000
+TXN_CLEANUP_SETTING = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+
+
+def transaction_notes(*, txns_unknown: int, pipeline_unprocessed: int, pipeline_unverifiable: int) -> list[str]:
+    """The notes on transactions whose outcome nobody knows and pipeline input that could not be judged."""
+    notes = []
+    if txns_unknown:
+        notes.append(f"{txns_unknown} transactions ended with an unknown outcome (commit timed out or the process "
+                     "died): their messages are neither lost when missing nor aborted_read when seen, unless the "
+                     "application never asked to commit")
+    if pipeline_unprocessed:
+        notes.append(f"{pipeline_unprocessed} acknowledged pipeline inputs lie at or above the pipeline's committed "
+                     "offset (not processed yet): not judged for pipeline_lost")
+    if pipeline_unverifiable:
+        notes.append(f"{pipeline_unverifiable} processed pipeline inputs have no output record, but the "
+                     "read_committed read-back of the output topic was incomplete: not counted as pipeline_lost")
+    return notes
+
+
 @dataclass(frozen=True)
 class Promises:
-    """What the producers' configuration guarantees, which decides whether duplicates and reorders count."""
+    """What the producers' configuration guarantees, which decides whether duplicates and reorders count.
+
+    ``hanging_after_ms``: how long a transaction may keep a partition's last
+    stable offset below its high watermark before the coordinator must have
+    ended it (the producers' transaction timeout plus the broker's clean-up
+    interval); longer is a hanging transaction.
+    """
 
     idempotent: bool
     ordered: bool
+    hanging_after_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS + DEFAULT_TXN_CLEANUP_INTERVAL_MS
 
 
 def promises_from_scenario(scenario: dict[str, Any] | None) -> tuple[Promises, str | None]:
     """Promises of the producers of a resolved scenario.yaml, and a note when they had to be assumed.
 
-    Idempotent: enable.idempotence true, or a transactional.id (which implies
-    it). Ordered: idempotent (librdkafka keeps order across retries then), or
-    at most one request in flight.
+    Idempotent: enable.idempotence true, a transactional.id or the
+    transactions workload (which imply it). Ordered: idempotent (librdkafka
+    keeps order across retries then), or at most one request in flight.
     """
     if scenario is None:
         return Promises(idempotent=False, ordered=False), NO_SCENARIO_NOTE
+    hanging_after_ms = _hanging_after_ms(scenario)
     config = _producer_config(scenario)
     if config is None:
-        return Promises(idempotent=False, ordered=False), NO_PRODUCER_CONFIG_NOTE
-    idempotent = _is_true(config.get("enable.idempotence")) or _is_set(config.get("transactional.id"))
+        return Promises(idempotent=False, ordered=False, hanging_after_ms=hanging_after_ms), NO_PRODUCER_CONFIG_NOTE
+    idempotent = (_is_true(config.get("enable.idempotence")) or _is_set(config.get("transactional.id"))
+                  or _transactions(scenario) is not None)
     in_flight = config.get("max.in.flight.requests.per.connection", config.get("max.in.flight"))
-    return Promises(idempotent=idempotent, ordered=idempotent or _is_one(in_flight)), None
+    return Promises(idempotent=idempotent, ordered=idempotent or _is_one(in_flight),
+                    hanging_after_ms=hanging_after_ms), None
+
+
+def _transactions(scenario: dict[str, Any]) -> dict[str, Any] | None:
+    workload = scenario.get("workload")
+    txns = workload.get("transactions") if isinstance(workload, dict) else None
+    return txns if isinstance(txns, dict) else None
+
+
+def _hanging_after_ms(scenario: dict[str, Any]) -> int:
+    """transaction.timeout.ms (the transactions workload's, else the producers' config) plus the clean-up interval."""
+    timeout = (_transactions(scenario) or {}).get("timeout_ms")
+    if timeout is None:
+        timeout = (_producer_config(scenario) or {}).get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+    cluster = scenario.get("cluster")
+    brokers = cluster.get("broker_config") if isinstance(cluster, dict) else None
+    cleanup = (brokers or {}).get(TXN_CLEANUP_SETTING, DEFAULT_TXN_CLEANUP_INTERVAL_MS)
+    try:
+        return int(timeout) + int(cleanup)
+    except (TypeError, ValueError):
+        return DEFAULT_TRANSACTION_TIMEOUT_MS + DEFAULT_TXN_CLEANUP_INTERVAL_MS
 
 
 def _producer_config(scenario: dict[str, Any]) -> dict[str, Any] | None:
@@ -155,7 +232,8 @@ def results_document(checker: str, counts: dict[str, int], promises: Promises, c
         "schema_version": SCHEMA_VERSION,
         "checker": checker,
         "valid": validity(counts, promises),
-        "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered},
+        "promises": {"idempotent": promises.idempotent, "ordered": promises.ordered,
+                     "hanging_after_ms": promises.hanging_after_ms},
         "counts": counts,
         "final_read_complete": not cut_short and not incomplete,
         "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],

@@ -26,14 +26,18 @@ from typing import Any, NamedTuple
 
 from checkers.anomalies import CUT_SHORT_NOTE
 from rundir.documents import read_events
-from rundir.layout import READS, SENDS, require_history
-from rundir.lines import BadLine, choice_of, field_of, lines_at, read_jsonl
+from rundir.layout import READS, SENDS, TXNS, require_history
+from rundir.lines import (ISOLATIONS, READ_COMMITTED, READ_UNCOMMITTED, BadLine, choice_of, field_of, lines_at,
+                          read_jsonl)
 
 
 OK, FAIL, INFO = "ok", "fail", "info"
 LIVE, FINAL = "live", "final"
 SEND_STATUSES = {OK: OK, FAIL: FAIL, INFO: INFO}
 PHASES = {LIVE: LIVE, FINAL: FINAL}
+COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
+TXN_OUTCOMES = {COMMITTED: COMMITTED, ABORTED: ABORTED, UNKNOWN: UNKNOWN}
+INTENTS = {"commit": "commit", "abort": "abort"}
 
 
 class Send(NamedTuple):
@@ -46,6 +50,9 @@ class Send(NamedTuple):
     offset: int | None  # only for acknowledged sends (and not even then under acks=0)
     status: str  # "ok" | "fail" | "info"
     line: int  # 1-based line number in sends.jsonl
+    txn: int | None = None  # the producer's transaction number; None outside transactions
+    from_producer: str | None = None  # an exactly-once pipeline's output: the input message it came from
+    from_seq: int | None = None
 
 
 class Read(NamedTuple):
@@ -64,6 +71,19 @@ class Read(NamedTuple):
     producer: str | None
     seq: int | None
     line: int  # 1-based line number in reads.jsonl
+    committed: bool = False  # read with isolation.level read_committed (absent: read_uncommitted)
+    from_producer: str | None = None  # a pipeline output record: the input message it came from
+    from_seq: int | None = None
+
+
+class Txn(NamedTuple):
+    """One line of txns.jsonl: how a producer's transaction ended (or that nobody knows)."""
+
+    producer: str
+    txn: int
+    outcome: str  # "committed" | "aborted" | "unknown"
+    intent: str | None  # "commit" | "abort": what the application asked for; None: it never asked
+    line: int
 
 
 @dataclass
@@ -80,6 +100,7 @@ class History:
     events: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     directory: Path | None = None
+    txns: list[Txn] = field(default_factory=list)  # empty outside transactional workloads
 
     @property
     def cut_short(self) -> bool:
@@ -103,7 +124,15 @@ class History:
 
 
 def _without_line(record: dict[str, Any]) -> dict[str, Any]:
+    """A tuple as the line it stands for: no line number, and the transaction fields only where they say something."""
     record.pop("line", None)
+    for name in ("txn", "from_producer", "from_seq"):
+        if record.get(name, 0) is None:
+            del record[name]
+    if "committed" in record:
+        committed = record.pop("committed")
+        if committed:
+            record["isolation"] = READ_COMMITTED
     return record
 
 
@@ -136,7 +165,9 @@ def read_history(history_dir: Path) -> History:
         sends = read_jsonl(history_dir / SENDS, f"{label}/{SENDS}", parse_send, notes)
         reads = read_jsonl(history_dir / READS, f"{label}/{READS}", parse_read, notes)
         events = read_events(history_dir, notes)
-        history = History(sends=sends, reads=reads, events=events, notes=notes, directory=history_dir)
+        txns_path = history_dir / TXNS
+        txns = read_jsonl(txns_path, f"{label}/{TXNS}", parse_txn, notes) if txns_path.is_file() else []
+        history = History(sends=sends, reads=reads, events=events, notes=notes, directory=history_dir, txns=txns)
         if history.cut_short:
             notes.append(CUT_SHORT_NOTE)
         return history
@@ -159,9 +190,11 @@ def parse_send(obj: dict[str, Any], line: int) -> Send:
     producer, seq, topic, status = get("producer"), get("seq"), get("topic"), get("status")
     partition, offset = get("partition", _ABSENT), get("offset")
     status = SEND_STATUSES.get(status) if type(status) is str else None
+    txn = get("txn")
     if (type(producer) is str and type(seq) is int and type(topic) is str and status is not None
-            and (partition is None or type(partition) is int) and (offset is None or type(offset) is int)):
-        return Send(_intern(producer), seq, _intern(topic), partition, offset, status, line)
+            and (partition is None or type(partition) is int) and (offset is None or type(offset) is int)
+            and (txn is None or type(txn) is int) and get("from_producer") is None):
+        return Send(_intern(producer), seq, _intern(topic), partition, offset, status, line, txn)
     return checked_send(obj, line)
 
 
@@ -175,6 +208,8 @@ def checked_send(obj: dict[str, Any], line: int) -> Send:
         offset=field_of(obj, "offset", int, nullable=True, optional=True),
         status=choice_of(obj, "status", SEND_STATUSES),
         line=line,
+        txn=field_of(obj, "txn", int, nullable=True, optional=True),
+        **_source(obj),
     )
 
 
@@ -184,11 +219,13 @@ def parse_read(obj: dict[str, Any], line: int) -> Read:
     consumer, group, phase, topic = get("consumer"), get("group"), get("phase"), get("topic")
     partition, offset, producer, seq = get("partition"), get("offset"), get("producer"), get("seq")
     phase = PHASES.get(phase) if type(phase) is str else None
+    isolation = get("isolation")
     if (type(consumer) is str and (group is None or type(group) is str) and phase is not None
             and type(topic) is str and type(partition) is int and type(offset) is int
-            and type(producer) is str and type(seq) is int):
+            and type(producer) is str and type(seq) is int and get("from_producer") is None
+            and (isolation is None or isolation == READ_UNCOMMITTED or isolation == READ_COMMITTED)):
         return Read(_intern(consumer), None if group is None else _intern(group), phase, _intern(topic),
-                    partition, offset, _intern(producer), seq, line)
+                    partition, offset, _intern(producer), seq, line, isolation == READ_COMMITTED)
     return checked_read(obj, line)
 
 
@@ -207,6 +244,28 @@ def checked_read(obj: dict[str, Any], line: int) -> Read:
         offset=field_of(obj, "offset", int),
         producer=_name(producer),
         seq=seq,
+        line=line,
+        committed=choice_of(obj, "isolation", ISOLATIONS, optional=True) == READ_COMMITTED,
+        **_source(obj),
+    )
+
+
+def _source(obj: dict[str, Any]) -> dict[str, Any]:
+    """from_producer and from_seq of a pipeline output's send or read: both set, or both null/absent."""
+    producer = field_of(obj, "from_producer", str, nullable=True, optional=True)
+    seq = field_of(obj, "from_seq", int, nullable=True, optional=True)
+    if (producer is None) != (seq is None):
+        raise BadLine("fields 'from_producer' and 'from_seq' must both be set or both be null")
+    return {"from_producer": _name(producer), "from_seq": seq}
+
+
+def parse_txn(obj: dict[str, Any], line: int) -> Txn:
+    """A txns.jsonl line as a Txn, field by field (a run has few transactions next to its sends)."""
+    return Txn(
+        producer=_name(field_of(obj, "producer", str)),
+        txn=field_of(obj, "txn", int),
+        outcome=choice_of(obj, "outcome", TXN_OUTCOMES),
+        intent=choice_of(obj, "intent", INTENTS, nullable=True, optional=True),
         line=line,
     )
 

@@ -42,18 +42,23 @@ from pathlib import Path
 from typing import Any
 
 from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
-                                repeated_sends_note, results_document)
-from checkers.history import FAIL, FINAL, INFO, OK, History, Read, Send, paused_gc, read_history
-from rundir.documents import committed_offsets, final_read_completeness, read_scenario
+                                repeated_sends_note, results_document, transaction_notes)
+from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INFO, OK, UNKNOWN, History, Read, Send, Txn,
+                              paused_gc, read_history)
+from rundir.documents import committed_offsets, final_read_completeness, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 
 Msg = tuple[str, int]  # (producer, seq): a message
 Part = tuple[str, int]  # (topic, partition)
 Pos = tuple[str, int, int]  # (topic, partition, offset)
 GroupMsg = tuple[str, int, str]  # (producer, seq, group): a message as seen by one consumer group
+TxnKey = tuple[str, int]  # (producer, txn): one transaction
 
 MAX_EXAMPLES = 20
 MAX_EXAMPLE_READS = 10
+# anomalies found per message or position; torn_transaction (per transaction) and hanging_transaction (per
+# partition) have examples of their own
+MESSAGE_ANOMALIES = tuple(a for a in ANOMALIES if a not in ("torn_transaction", "hanging_transaction"))
 
 _UNREAD = object()  # at_position has nothing for a position nobody read
 
@@ -73,6 +78,11 @@ class ReadIndex:
     partitions: set[Part] = field(default_factory=set)
     live_reads: int = 0
     final_reads: int = 0
+    # what read_committed readers saw: final-read positions per message, every message any of them read, and
+    # per pipeline input (from_producer, from_seq) the distinct positions of its output records
+    committed_positions: dict[Msg, list[Pos]] = field(default_factory=dict)
+    read_committed: set[Msg] = field(default_factory=set)
+    outputs: dict[Msg, list[Pos]] = field(default_factory=dict)
 
     def read_live(self, msg: Msg) -> bool:
         return any(msg in counts for counts in self.live.values())
@@ -97,7 +107,14 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
             index.live_reads += 1
         if msg is None:
             index.foreign.add(pos)
-        elif final:
+            continue
+        if r.committed:
+            index.read_committed.add(msg)
+            if final:
+                _add_position(index.committed_positions, msg, pos)
+                if r.from_producer is not None:
+                    _add_position(index.outputs, (r.from_producer, r.from_seq), pos)
+        if final:
             positions = final_positions.get(msg)
             if positions is None:
                 final_positions[msg] = [pos]
@@ -110,6 +127,14 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
             counts[msg] += 1
     index.partitions = {(topic, partition) for topic, partition, _ in at_position}
     return index
+
+
+def _add_position(positions: dict[Msg, list[Pos]], msg: Msg, pos: Pos) -> None:
+    known = positions.get(msg)
+    if known is None:
+        positions[msg] = [pos]
+    elif pos not in known:
+        known.append(pos)
 
 
 def winning_sends(sends: list[Send], notes: list[str]) -> dict[Msg, Send]:
@@ -134,8 +159,16 @@ class Findings:
     unknown_found: int = 0
     lost_unverifiable: int = 0
     unordered: int = 0  # out-of-order acks of producers that did not promise order (only noted)
+    torn: dict[TxnKey, tuple[str, list[int], list[int]]] = field(default_factory=dict)  # outcome, visible, missing
+    hanging: dict[Part, dict[str, Any]] = field(default_factory=dict)  # the longest stuck span per partition
+    pipeline_unprocessed: int = 0
+    pipeline_unverifiable: int = 0
 
     def count(self, anomaly: str) -> int:
+        if anomaly == "torn_transaction":
+            return len(self.torn)
+        if anomaly == "hanging_transaction":
+            return len(self.hanging)
         return len(self.messages[anomaly]) + len(self.positions[anomaly])
 
 
@@ -148,9 +181,12 @@ class Judge:
         self.sends = winning_sends(history.sends, notes)
         self.reads = index_reads(history.reads)
         self.complete = final_read_completeness(history.events)
+        self.complete_committed = final_read_completeness(history.events, committed=True)
+        self.txns = transaction_outcomes(history.txns, self.sends.values())
+        self.events = history.events
         self.committed = committed_offsets(history.events)
         self.topic_partitions: dict[str, list[Part]] = defaultdict(list)
-        for part in self.complete:
+        for part in sorted(self.complete.keys() | self.complete_committed.keys()):
             self.topic_partitions[part[0]].append(part)
         self.unread_acks: dict[Pos, Msg] = {}  # the first ack at each position no read saw
         self.found = Findings()
@@ -160,17 +196,41 @@ class Judge:
             if send.status == OK:
                 self.judge_ack(msg, send)
             elif send.status == FAIL:
-                if msg in self.reads.final_positions:
+                if msg in self.visible_positions(send):
                     self.found.messages["failed_but_present"].add(msg)
             else:
-                self.judge_unknown(msg)
+                self.judge_unknown(msg, send)
+            if send.txn is not None and msg in self.reads.read_committed and not self.may_commit(send):
+                self.found.messages["aborted_read"].add(msg)
         self.judge_reads()
         self.judge_order()
         self.judge_groups()
+        self.judge_transactions()
+        self.judge_pipelines()
+        self.found.hanging = hanging_partitions(self.events, self.promises.hanging_after_ms)
         return self.found
 
+    def outcome(self, send: Send) -> str:
+        return self.txns[(send.producer, send.txn)].outcome  # type: ignore[index]
+
+    def may_commit(self, send: Send) -> bool:
+        """Its transaction committed, or might have: the application asked to commit and never heard back."""
+        txn = self.txns[(send.producer, send.txn)]  # type: ignore[index]
+        return txn.outcome == COMMITTED or (txn.outcome == UNKNOWN and (txn.intent == "commit" or txn.line == 0))
+
+    def visible_positions(self, send: Send) -> dict[Msg, list[Pos]]:
+        """Where a send's message must be found: a transactional one by read_committed readers, others anywhere."""
+        return self.reads.final_positions if send.txn is None else self.reads.committed_positions
+
     def judge_ack(self, msg: Msg, send: Send) -> None:
-        """An acknowledged message must be in its partition's final read, at its acknowledged offset."""
+        """An acknowledged message must be in its partition's final read, at its acknowledged offset.
+
+        A transactional message is acknowledged only when its transaction
+        committed, and it must then be visible to the read_committed read-back.
+        """
+        if send.txn is not None and self.outcome(send) != COMMITTED:
+            self.judge_divergence(msg, send)
+            return
         present, verifiable = self.in_final_read(msg, send)
         if not present:
             if not verifiable:
@@ -179,6 +239,10 @@ class Judge:
                 self.found.messages["lost"].add(msg)
                 if self.reads.read_live(msg):
                     self.found.messages["lost_after_read"].add(msg)
+        self.judge_divergence(msg, send)
+
+    def judge_divergence(self, msg: Msg, send: Send) -> None:
+        """No read at the acknowledged offset, and no other ack there, may hold another message."""
         if send.partition is not None and send.offset is not None:
             pos = (send.topic, send.partition, send.offset)
             seen = self.reads.at_position.get(pos, _UNREAD)
@@ -188,23 +252,30 @@ class Judge:
                 self.found.positions["divergent"].add(pos)
 
     def in_final_read(self, msg: Msg, send: Send) -> tuple[bool, bool]:
-        """(found in the final read of the send's partition, that final read was complete)."""
-        positions = self.reads.final_positions.get(msg, ())
+        """(found in the final read of the send's partition, that final read was complete).
+
+        A transactional message is looked for in the read_committed read-back only.
+        """
+        positions = self.visible_positions(send).get(msg, ())
+        complete = self.complete if send.txn is None else self.complete_committed
         if send.partition is not None:
             present = False
             for topic, partition, _ in positions:
                 if partition == send.partition and topic == send.topic:
                     present = True
                     break
-            return present, self.complete.get((send.topic, send.partition), False)
-        # No partition in the ack (should not happen): judge against the whole topic.
+            return present, complete.get((send.topic, send.partition), False)
+        # No partition in the send (an ack should name one): judge against the whole topic.
         present = any(topic == send.topic for topic, _, _ in positions)
-        parts = self.topic_partitions.get(send.topic, [])
-        return present, bool(parts) and all(self.complete[p] for p in parts)
+        return present, self.topic_complete(send.topic, complete)
 
-    def judge_unknown(self, msg: Msg) -> None:
+    def topic_complete(self, topic: str, complete: dict[Part, bool]) -> bool:
+        parts = self.topic_partitions.get(topic, [])
+        return bool(parts) and all(complete.get(p, False) for p in parts)
+
+    def judge_unknown(self, msg: Msg, send: Send) -> None:
         self.found.messages["unknown"].add(msg)
-        if msg in self.reads.final_positions:
+        if msg in self.visible_positions(send):
             self.found.unknown_found += 1
 
     def judge_reads(self) -> None:
@@ -240,6 +311,93 @@ class Judge:
         for group, counts in self.reads.live.items():
             if group is not None:
                 redelivered.update((msg[0], msg[1], group) for msg, n in counts.items() if n > 1)
+
+
+    def judge_transactions(self) -> None:
+        """A transaction is all or nothing to read_committed readers: partly visible is torn."""
+        members: dict[TxnKey, list[Send]] = defaultdict(list)
+        for send in self.sends.values():
+            if send.txn is not None and send.status != FAIL:
+                members[(send.producer, send.txn)].append(send)
+        for key, sends in members.items():
+            visible, missing, verifiable = [], [], True
+            for send in sends:
+                present, complete = self.in_final_read((send.producer, send.seq), send)
+                (visible if present else missing).append(send.seq)
+                verifiable = verifiable and (present or complete)
+            if visible and missing and verifiable:
+                self.found.torn[key] = (self.txns[key].outcome, sorted(visible), sorted(missing))
+
+    def judge_pipelines(self) -> None:
+        """Each processed input of an exactly-once pipeline has exactly one output record (read_committed)."""
+        outputs = self.reads.outputs
+        for group, input_topic, output_topic in pipelines(self.events):
+            output_complete = self.topic_complete(output_topic, self.complete_committed)
+            for msg, send in self.sends.items():
+                if send.topic != input_topic or not self.acknowledged(send):
+                    continue
+                n = len(outputs.get(msg, ()))
+                if n > 1:
+                    self.found.messages["pipeline_duplicated"].add(msg)
+                offset = send.offset if send.offset is not None else self.final_offset(msg, send)
+                upto = self.committed.get((send.topic, send.partition), {}).get(group) \
+                    if send.partition is not None else None
+                if offset is None or upto is None or offset >= upto:
+                    self.found.pipeline_unprocessed += 1
+                elif n == 0:
+                    if output_complete:
+                        self.found.messages["pipeline_lost"].add(msg)
+                    else:
+                        self.found.pipeline_unverifiable += 1
+
+    def acknowledged(self, send: Send) -> bool:
+        return send.status == OK and (send.txn is None or self.outcome(send) == COMMITTED)
+
+    def final_offset(self, msg: Msg, send: Send) -> int | None:
+        """The lowest offset the final read found the message at in its partition (acks=0 names none)."""
+        offsets = [o for t, p, o in self.reads.final_positions.get(msg, ()) if t == send.topic and p == send.partition]
+        return min(offsets) if offsets else None
+
+
+def transaction_outcomes(txns: list[Txn], sends: Iterable[Send]) -> dict[TxnKey, Txn]:
+    """Each transaction's outcome (the last txns.jsonl line wins); one with sends but no line is unknown, line 0."""
+    outcomes = {(t.producer, t.txn): t for t in txns}
+    for s in sends:
+        if s.txn is not None and (s.producer, s.txn) not in outcomes:
+            outcomes[(s.producer, s.txn)] = Txn(s.producer, s.txn, UNKNOWN, None, 0)
+    return outcomes
+
+
+def hanging_partitions(events: list[dict[str, Any]], hanging_after_ms: int) -> dict[Part, dict[str, Any]]:
+    """Partitions whose last stable offset stayed at one value below the high watermark longer than allowed.
+
+    The samples are the observer's ``stable`` events and the read_committed
+    read-back's ``final-read`` events; per partition the longest such span is kept.
+    """
+    samples: dict[Part, list[tuple[int, int, int]]] = defaultdict(list)  # (time_ns, lso, hw)
+    for e in events:
+        if e["kind"] == "stable" or (e["kind"] == "final-read" and e.get("last_stable_offset") is not None
+                                     and e.get("high_watermark") is not None and e.get("time_ns") is not None):
+            samples[(e["topic"], e["partition"])].append(
+                (e["time_ns"], e["last_stable_offset"], e["high_watermark"]))
+    hanging: dict[Part, dict[str, Any]] = {}
+    for part, points in samples.items():
+        points.sort()
+        start: tuple[int, int, int] | None = None
+        for point in points:
+            time_ns, lso, hw = point
+            if start is not None and lso != start[1]:
+                start = None
+            if lso >= hw:
+                start = None
+                continue
+            if start is None:
+                start = point
+            stuck_ms = (time_ns - start[0]) // 1_000_000
+            if stuck_ms > hanging_after_ms and stuck_ms > hanging.get(part, {}).get("stuck_ms", -1):
+                hanging[part] = {"topic": part[0], "partition": part[1], "last_stable_offset": lso,
+                                 "high_watermark": hw, "from_ns": start[0], "to_ns": time_ns, "stuck_ms": stuck_ms}
+    return hanging
 
 
 def reordered_messages(sends: Iterable[Send]) -> set[Msg]:
@@ -295,17 +453,30 @@ def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
         "unknown_found": found.unknown_found,
         "unknown_not_found": unknown - found.unknown_found,
         "lost_unverifiable": found.lost_unverifiable,
+        **transaction_counts(judge.txns.values()),
+        "pipeline_unprocessed": found.pipeline_unprocessed,
+        "pipeline_unverifiable": found.pipeline_unverifiable,
     }
     assert tuple(counts) == COUNTS
     return counts
 
 
+def transaction_counts(txns: Iterable[Txn]) -> dict[str, int]:
+    outcomes = Counter(t.outcome for t in txns)
+    return {"txns_committed": outcomes[COMMITTED], "txns_aborted": outcomes[ABORTED], "txns_unknown": outcomes[UNKNOWN]}
+
+
 def incomplete_partitions(judge: Judge) -> list[Part]:
-    """Partitions with sends, reads or a final-read event whose final read did not reach the end."""
+    """Partitions with sends, reads or a final-read event whose final read did not reach the end.
+
+    With a read_committed read-back too (transactions), a partition it did not read to the end is incomplete.
+    """
     parts = {(s.topic, s.partition) for s in judge.sends.values() if s.partition is not None}
     parts |= judge.reads.partitions
     parts |= judge.complete.keys()
-    return sorted(p for p in parts if not judge.complete.get(p, False))
+    incomplete = {p for p in parts if not judge.complete.get(p, False)}
+    incomplete |= {p for p, complete in judge.complete_committed.items() if not complete}
+    return sorted(incomplete)
 
 
 def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
@@ -317,6 +488,9 @@ def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
         foreign_positions=len(judge.reads.foreign),
         ungrouped_live_reads=sum(judge.reads.live.get(None, Counter()).values()),
     )
+    notes += transaction_notes(txns_unknown=sum(1 for t in judge.txns.values() if t.outcome == UNKNOWN),
+                               pipeline_unprocessed=found.pipeline_unprocessed,
+                               pipeline_unverifiable=found.pipeline_unverifiable)
 
 
 # --- examples ---------------------------------------------------------------------------------------
@@ -324,9 +498,11 @@ def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
 
 def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[dict[str, Any]]]:
     """Up to 20 examples per anomaly, each with its send line and up to 10 read lines, re-read from disk."""
-    chosen = {a: choose_examples(found.messages[a], found.positions[a]) for a in ANOMALIES}
+    chosen = {a: choose_examples(found.messages[a], found.positions[a]) for a in MESSAGE_ANOMALIES}
     wanted_msgs = {key[:2] for keys, _ in chosen.values() for key in keys}
-    wanted_pos = {pos for _, positions in chosen.values() for pos in positions}
+    duplicated_outputs = {msg: judge.reads.outputs[msg] for msg in chosen["pipeline_duplicated"][0]}
+    wanted_pos = {pos for positions in duplicated_outputs.values() for pos in positions}
+    wanted_pos |= {pos for _, positions in chosen.values() for pos in positions}
 
     msg_reads: dict[Msg, list[int]] = defaultdict(list)
     pos_reads: dict[Pos, list[int]] = defaultdict(list)
@@ -362,8 +538,22 @@ def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[
                 "send": send_lines.get(pos_send[pos]) if pos in pos_send else None,
                 "reads": [read_lines[n] for n in pos_reads.get(pos, []) if n in read_lines]}
 
-    return {a: [message_example(k) for k in keys] + [position_example(p, a) for p in positions]
-            for a, (keys, positions) in chosen.items()}
+    found_examples = {a: [message_example(k) for k in keys] + [position_example(p, a) for p in positions]
+                      for a, (keys, positions) in chosen.items()}
+    for example in found_examples["pipeline_duplicated"]:
+        outputs = sorted(duplicated_outputs[(example["producer"], example["seq"])])
+        example["outputs"] = [read_lines[n] for pos in outputs for n in pos_reads.get(pos, [])[:1] if n in read_lines]
+    found_examples["torn_transaction"] = [torn_example(key, *found.torn[key])
+                                          for key in heapq.nsmallest(MAX_EXAMPLES, found.torn)]
+    found_examples["hanging_transaction"] = [found.hanging[part]
+                                             for part in heapq.nsmallest(MAX_EXAMPLES, found.hanging)]
+    return {a: found_examples[a] for a in ANOMALIES}
+
+
+def torn_example(key: TxnKey, outcome: str, visible: list[int], missing: list[int]) -> dict[str, Any]:
+    """A torn transaction: which of its seqs read_committed readers saw, and which they did not (20 of each)."""
+    return {"producer": key[0], "txn": key[1], "outcome": outcome, "visible_count": len(visible),
+            "missing_count": len(missing), "visible": visible[:MAX_EXAMPLES], "missing": missing[:MAX_EXAMPLES]}
 
 
 def choose_examples(keys: set[Msg] | set[GroupMsg], positions: set[Pos]) -> tuple[list, list[Pos]]:

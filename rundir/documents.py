@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from rundir.layout import EVENTS, RESULTS, SCENARIO, RunDir
-from rundir.lines import HistoryError, parse_event, read_jsonl
+from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_jsonl
 
 # results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
 SCHEMA_VERSION = 2
@@ -98,11 +98,15 @@ def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     return read_jsonl(path, label, parse_event, notes)
 
 
-def final_read_completeness(events: list[dict[str, Any]]) -> dict[Part, bool]:
-    """Per partition with a final-read event: did some read-back reach the high watermark?"""
+def final_read_completeness(events: list[dict[str, Any]], committed: bool = False) -> dict[Part, bool]:
+    """Per partition with a final-read event: did some read-back reach the high watermark?
+
+    ``committed``: the read_committed read-back's events, else the others
+    (read_uncommitted, or no isolation named: histories from before transactions).
+    """
     complete: dict[Part, bool] = {}
     for e in events:
-        if e["kind"] == "final-read":
+        if e["kind"] == "final-read" and (e.get("isolation") == READ_COMMITTED) == committed:
             part = (e["topic"], e["partition"])
             complete[part] = complete.get(part, False) or e["complete"]
     return complete
@@ -119,3 +123,8 @@ def committed_offsets(events: list[dict[str, Any]]) -> dict[Part, dict[str, int]
         if offset is not None:
             committed[(topic, partition)][group] = offset
     return committed
+
+
+def pipelines(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(group, input topic, output topic) of each exactly-once pipeline the run had, from its ``pipeline`` events."""
+    return sorted({(e["group"], e["input_topic"], e["output_topic"]) for e in events if e["kind"] == "pipeline"})

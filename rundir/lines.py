@@ -122,6 +122,10 @@ def lines_at(path: Path, numbers: set[int]) -> dict[int, dict[str, Any]]:
     return found
 
 
+READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
+ISOLATIONS = {READ_COMMITTED: READ_COMMITTED, READ_UNCOMMITTED: READ_UNCOMMITTED}
+
+
 class BadLine(ValueError):
     """A field is missing or has the wrong type; read_jsonl adds the file and line."""
 
@@ -146,15 +150,20 @@ def field_of(obj: dict[str, Any], name: str, kind: type, *, nullable: bool = Fal
     raise BadLine(f"field '{name}' must be {wanted}{' or null' if nullable else ''}, not {type_name(value)}")
 
 
-def choice_of(obj: dict[str, Any], name: str, choices: dict[str, str]) -> str:
-    """One of a few fixed strings, returned as the shared constant."""
+def choice_of(obj: dict[str, Any], name: str, choices: dict[str, str], *, nullable: bool = False,
+              optional: bool = False) -> str | None:
+    """One of a few fixed strings, returned as the shared constant (None when allowed to be null or absent)."""
     value = obj.get(name, _MISSING)
     if value is _MISSING:
+        if optional:
+            return None
         raise BadLine(f"missing field '{name}'")
+    if value is None and nullable:
+        return None
     try:
         return choices[value]
     except (KeyError, TypeError):
-        names = [repr(c) for c in choices]
+        names = [repr(c) for c in choices] + (["null"] if nullable else [])
         wanted = f"{', '.join(names[:-1])} or {names[-1]}"
         raise BadLine(f"field '{name}' must be {wanted}, not {value!r}") from None
 
@@ -167,9 +176,20 @@ def parse_event(obj: dict[str, Any], line: int) -> dict[str, Any]:
         field_of(obj, "partition", int)
         field_of(obj, "complete", bool)
         field_of(obj, "high_watermark", int, nullable=True, optional=True)
+        field_of(obj, "last_stable_offset", int, nullable=True, optional=True)
+        choice_of(obj, "isolation", ISOLATIONS, optional=True)
     elif kind == "committed":
         field_of(obj, "group", str)
         field_of(obj, "topic", str)
         field_of(obj, "partition", int)
         field_of(obj, "offset", int, nullable=True)  # null: the group never committed this partition
+    elif kind == "stable":
+        field_of(obj, "topic", str)
+        field_of(obj, "partition", int)
+        field_of(obj, "high_watermark", int)
+        field_of(obj, "last_stable_offset", int)
+        field_of(obj, "time_ns", int)
+    elif kind == "pipeline":
+        for name in ("group", "input_topic", "output_topic"):
+            field_of(obj, name, str)
     return obj

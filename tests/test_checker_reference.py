@@ -109,7 +109,7 @@ def test_clean_history_is_valid(tmp_path: Path) -> None:
     assert results["incomplete_partitions"] == []
     assert results["cut_short"] is False
     assert results["checker"] == "python"
-    assert results["promises"] == {"idempotent": True, "ordered": True}
+    assert results["promises"] == {"idempotent": True, "ordered": True, "hanging_after_ms": 70000}
     assert set(results["examples"]) == set(ANOMALIES)
     assert all(v == [] for v in results["examples"].values())
     assert results["notes"] == []
@@ -512,10 +512,10 @@ def test_check_run_reads_the_promises_from_scenario_yaml(tmp_path: Path) -> None
     h["reads"].append(read("p0", 1, 9))  # a duplicate
     yaml_text = "name: s\nworkload:\n  producers:\n    config:\n      enable.idempotence: true\n"
     results = check_run(make_run(tmp_path / "a", **h, scenario=yaml_text))
-    assert results["promises"] == {"idempotent": True, "ordered": True}
+    assert results["promises"] == {"idempotent": True, "ordered": True, "hanging_after_ms": 70000}
     assert results["valid"] is False and NO_SCENARIO_NOTE not in results["notes"]
     results = check_run(make_run(tmp_path / "b", **h))
-    assert results["promises"] == {"idempotent": False, "ordered": False}
+    assert results["promises"] == {"idempotent": False, "ordered": False, "hanging_after_ms": 70000}
     assert results["valid"] is True and results["notes"][0] == NO_SCENARIO_NOTE
 
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import SUMMARY
+from checkers.anomalies import summary_keys
 from harness.errors import EXIT_HARNESS, HarnessError
 from harness.versions import kchaos_version
 from rundir.documents import read_events, read_scenario, write_results
@@ -78,7 +78,7 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
         print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
         return EXIT_HARNESS
     counts = results["counts"]
-    print("  ".join(f"{k} {counts[k]:,}" for k in SUMMARY if k in counts))
+    print("  ".join(f"{k} {counts[k]:,}" for k in summary_keys(counts) if k in counts))
     for note in results.get("notes", []):
         print(f"note: {note}")
     print(f"verdict: {'valid' if results['valid'] else 'anomalies found'}; {expectations_line(assessment)}")
