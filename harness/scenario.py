@@ -76,13 +76,50 @@ class ConsumersModel(Strict):
                                               "polled; manual: a synchronous commit after processing")
     processing_ms: float = Field(0, ge=0, le=600_000, description="time the application spends on each polled "
                                  "batch before its records count as processed")
+    isolation: Literal["read_committed", "read_uncommitted"] | None = Field(
+        None, description="isolation.level; null: read_committed when transactions or a pipeline run, else the "
+        "client's default")
     config: dict[str, Scalar] = {}
+
+
+class TransactionsModel(Strict):
+    """Each producer writes in transactions under a transactional.id of its own (a replacement fences it)."""
+
+    size: int = Field(10, ge=1, le=100_000, description="messages per transaction, round-robin over partitions")
+    abort_probability: float = Field(0.1, ge=0, le=1, description="transactions aborted on purpose")
+    timeout_ms: int = Field(60_000, ge=1000, le=900_000, description="transaction.timeout.ms")
+    commit_timeout_s: float = Field(10, gt=0, le=600, description="a commit or abort unanswered this long has an "
+                                    "unknown outcome")
+
+
+class PipelineModel(Strict):
+    """An exactly-once consume-transform-produce application reading the workload's topic."""
+
+    count: int = Field(1, ge=1, le=16)
+    batch: int = Field(100, ge=1, le=100_000, description="input records per transaction at most")
+    output_topic: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$",
+                                     description="null: the workload topic's name plus .out")
+    group: str = "kchaos-pipeline"
 
 
 class WorkloadModel(Strict):
     duration_s: float = Field(60, gt=0, le=86_400)
     producers: ProducersModel = ProducersModel()
     consumers: ConsumersModel = ConsumersModel()
+    transactions: TransactionsModel | None = None
+    pipeline: PipelineModel | None = None
+
+    @property
+    def transactional(self) -> bool:
+        """Transactions somewhere: the read-back reads committed and uncommitted, and the observer samples LSOs."""
+        return self.transactions is not None or self.pipeline is not None
+
+    @property
+    def consumer_isolation(self) -> str | None:
+        """The application consumers' isolation.level (None: the client's own default)."""
+        if self.consumers.isolation is not None:
+            return self.consumers.isolation
+        return "read_committed" if self.transactional else None
 
 
 def known_fault(kind: str) -> str:
@@ -224,7 +261,38 @@ class Scenario(Strict):
             raise ValueError(str(e)) from None
         self._faults_can_act()
         self._kafka_settings_exist()
+        self._transactions_possible()
         return self
+
+    def _transactions_possible(self) -> None:
+        """Transactions need an idempotent producer and a timeout the brokers accept; the harness names them."""
+        w = self.workload
+        producer = {k: str(v).lower() for k, v in w.producers.config.items()}
+        if "isolation.level" in w.consumers.config and w.consumers.isolation is not None:
+            raise ValueError("workload.consumers: set isolation or config.isolation.level, not both")
+        if w.transactions is not None:
+            if "transactional.id" in producer:
+                raise ValueError("workload.producers.config.transactional.id: the harness sets it itself (one per "
+                                 "producer) when workload.transactions is on")
+            if producer.get("acks", producer.get("request.required.acks", "all")) not in ("all", "-1"):
+                raise ValueError("workload.transactions needs workload.producers.config.acks=all (a transactional "
+                                 "producer is idempotent)")
+            if producer.get("enable.idempotence") == "false":
+                raise ValueError("workload.transactions needs enable.idempotence: a transactional producer is "
+                                 "idempotent")
+            most = int(self.cluster.broker_config.get("transaction.max.timeout.ms", 900_000))
+            if w.transactions.timeout_ms > most:
+                raise ValueError(f"workload.transactions.timeout_ms={w.transactions.timeout_ms} is above the brokers' "
+                                 f"transaction.max.timeout.ms={most}: init_transactions would be refused")
+        if w.pipeline is not None and self.pipeline_output_topic == self.topic.name:
+            raise ValueError("workload.pipeline.output_topic must differ from topic.name (its input)")
+
+    @property
+    def pipeline_output_topic(self) -> str:
+        pipeline = self.workload.pipeline
+        if pipeline is not None and pipeline.output_topic:
+            return pipeline.output_topic
+        return f"{self.topic.name}.out"
 
     def _kafka_settings_exist(self) -> None:
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""

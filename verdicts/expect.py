@@ -29,9 +29,12 @@ EXPECTABLE = ("valid", *ANOMALIES, "acked", "failed", "indeterminate")
 EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 
 # Counts that messages beyond an incomplete read-back could only raise, and by how much: lost (and
-# lost_after_read) by at most the acknowledged messages not found there (lost_unverifiable); the rest by any amount.
-RAISED_BY_UNVERIFIED = ("lost", "lost_after_read")
-RAISED_WITHOUT_BOUND = ("duplicated", "unexpected", "failed_but_present", "divergent", "consumer_skipped")
+# lost_after_read) by at most the acknowledged messages not found there (lost_unverifiable), pipeline_lost by
+# the processed inputs whose output was not found there (pipeline_unverifiable); the rest by any amount.
+RAISED_BY_UNVERIFIED = {"lost": "lost_unverifiable", "lost_after_read": "lost_unverifiable",
+                        "pipeline_lost": "pipeline_unverifiable"}
+RAISED_WITHOUT_BOUND = ("duplicated", "unexpected", "failed_but_present", "divergent", "consumer_skipped",
+                        "aborted_read", "torn_transaction", "pipeline_duplicated")
 
 
 @dataclass
@@ -84,7 +87,7 @@ def bounds(key: str, results: dict[str, Any], missing: int | None) -> tuple[floa
     if missing is None:
         return actual, actual
     if key in RAISED_BY_UNVERIFIED:
-        return actual, actual + missing
+        return actual, actual + int(results["counts"].get(RAISED_BY_UNVERIFIED[key], 0))
     if key in RAISED_WITHOUT_BOUND:
         return actual, math.inf
     return actual, actual
