@@ -131,7 +131,7 @@ def test_completions_become_sends_and_a_dead_process_leaves_info_never_fail() ->
     assert by_seq[3]["error"] == "producer process killed" and by_seq[3]["invoke_ns"] == 10
     assert by_seq[0] | {"complete_ns": 0} == {"producer": "p0", "seq": 0, "topic": "t", "key": "0", "partition": 1,
                                               "offset": 50, "status": "ok", "error": None, "invoke_ns": 10,
-                                              "complete_ns": 0}
+                                              "complete_ns": 0, "txn": None}
     assert (p.counts.ok, p.counts.fail, p.counts.info) == (2, 1, 1)
 
 
@@ -142,9 +142,9 @@ def test_hand_formatted_sends_are_the_json_of_the_record() -> None:
                             protocol.completed("ok", 8, 0, 12345678901, 10, None)))
     assert sends.records == [
         {"producer": "p0.3", "seq": 7, "topic": 't"\u00e9\\', "key": "7", "partition": 2, "offset": None,
-         "status": "info", "error": 'a "quoted" \u00e9', "invoke_ns": 5, "complete_ns": 9},
+         "status": "info", "error": 'a "quoted" \u00e9', "invoke_ns": 5, "complete_ns": 9, "txn": None},
         {"producer": "p0.3", "seq": 8, "topic": 't"\u00e9\\', "key": "8", "partition": 0, "offset": 12345678901,
-         "status": "ok", "error": None, "invoke_ns": 5, "complete_ns": 10}]
+         "status": "ok", "error": None, "invoke_ns": 5, "complete_ns": 10, "txn": None}]
 
 
 def test_a_foreign_line_from_a_producer_is_a_protocol_error() -> None:

@@ -14,10 +14,17 @@ The process (``python -m workloads.producer SPEC``) announces each batch of
 seqs (``I``) before handing it to produce(), then reports completions
 (``S``) after each poll; :class:`ProducerClient` in the harness turns them
 into history lines, so a SIGKILLed producer leaves nothing unaccounted for.
+
+With ``transactions`` in its spec the process is a transactional producer
+(:class:`TransactionalLoop`): transactions of ``size`` messages, committed
+or aborted on purpose, each begun (``T``), asked to end (``C``) and ended
+(``O``) in its own lines, so the harness writes one txns.jsonl line per
+transaction even when the process dies in the middle of one.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -29,9 +36,9 @@ from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientProcess
 from workloads.history import RDKAFKA_LOG, HistoryWriter, RunClock, json_line
 from workloads.messages import encode
-from workloads.pending import PendingSends
-from workloads.protocol import (Invoked, Withdrawn, as_json_int, completed, completed_fields, invoked, parse,
-                                withdrawn)
+from workloads.pending import PendingSends, Transactions
+from workloads.protocol import (Invoked, TxnBegun, TxnOutcome, TxnRequested, Withdrawn, as_json_int, completed,
+                                completed_fields, invoked, parse, txn_begun, txn_outcome, txn_requested, withdrawn)
 
 # Delivery errors that no earlier, possibly persisted attempt can precede: the
 # message was refused as a whole. Anything else (timeouts, a topic or
@@ -45,6 +52,7 @@ DEFINITELY_NOT_WRITTEN = frozenset({
     KafkaError.INVALID_REQUIRED_ACKS,
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError._INVALID_ARG,
+    KafkaError._PURGE_QUEUE,    # abort_transaction took it out of the queue before any broker saw it
 })
 
 BATCH = 1000                    # seqs announced and produced per loop turn, at most
@@ -53,9 +61,14 @@ STOP_MARGIN_S = 15              # beyond flush_timeout_s, before a stopping prod
 IN_FLIGHT_AT_END = "in flight at the end of the run"
 
 
-def producer_settings(config: dict[str, Any], bootstrap_servers: str, name: str) -> dict[str, Any]:
+def producer_settings(config: dict[str, Any], bootstrap_servers: str, name: str,
+                      transactions: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scenario's librdkafka settings plus what the harness sets itself (scenario validation checks these)."""
-    return {**config, "bootstrap.servers": bootstrap_servers, "client.id": f"kchaos-{name}"}
+    settings = {**config, "bootstrap.servers": bootstrap_servers, "client.id": f"kchaos-{name}"}
+    if transactions is not None:
+        settings["transactional.id"] = transactions["transactional_id"]
+        settings["transaction.timeout.ms"] = transactions["timeout_ms"]
+    return settings
 
 
 def outcome(error: KafkaError | None) -> str:
@@ -92,7 +105,9 @@ class ProduceLoop:
         self.out = out
         config = spec["config"]
         self.queue_max = int(config.get("queue.buffering.max.messages", DEFAULT_QUEUE_MAX))
-        self.producer = Producer(producer_settings(config, spec["bootstrap_servers"], self.name), logger=RDKAFKA_LOG)
+        self.producer = Producer(producer_settings(config, spec["bootstrap_servers"], self.name,
+                                                   spec.get("transactions")), logger=RDKAFKA_LOG)
+        self.partitions: int | None = None  # set: seq's partition is seq % partitions (transactions spread so)
         # with acks=0 no broker answers, so whatever offset the client reports is its own guess
         self.offsets_known = str(config.get("acks", config.get("request.required.acks", "all"))) != "0"
         self._done: list[str] = []
@@ -146,6 +161,7 @@ class ProduceLoop:
             while True:
                 try:
                     self.producer.produce(self.topic, key=str(seq).encode(), value=value,
+                                          partition=-1 if self.partitions is None else seq % self.partitions,
                                           on_delivery=self._on_delivery)
                     break
                 except BufferError:  # the queue filled under us (max.kbytes): wait for reports
@@ -172,23 +188,153 @@ class ProduceLoop:
         self._report()
 
 
+class TransactionalLoop(ProduceLoop):
+    """Transactions of ``size`` messages, round-robin over the partitions, committed or aborted on purpose.
+
+    What a careful application does with librdkafka's transactional API:
+    abort on an abortable error, retry a retriable commit until
+    ``commit_timeout_s`` (then the outcome is unknown and this producer is
+    done), give up on a fatal one (fenced): the harness then starts a new
+    process under the same transactional.id, which fences this one. A stop
+    request lets the current transaction finish and commit.
+    """
+
+    def __init__(self, spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
+        super().__init__(spec, clock, stop, out)
+        txns = spec["transactions"]
+        self.size: int = txns["size"]
+        self.abort_probability: float = txns["abort_probability"]
+        self.commit_timeout_s: float = txns["commit_timeout_s"]
+        self.partitions = txns["partitions"]
+        self.rng = random.Random(f"{txns['seed']}:{self.name}")  # a replacement draws its own, reproducibly
+
+    def run(self) -> None:
+        say_hello(self.out)  # before init_transactions: a replacement may wait there for a frozen coordinator
+        if not self._init():
+            return
+        seq, txn = 0, 0
+        started = time.monotonic()
+        while not self.stop.is_set():
+            seq = self._transaction(txn, seq, started)
+            txn += 1
+        self._report()
+
+    def _init(self) -> bool:
+        """init_transactions until it answers (fencing any predecessor); False when stopped first."""
+        while not self.stop.is_set():
+            try:
+                self.producer.init_transactions(self.commit_timeout_s)
+                return True
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    raise
+        return False
+
+    def _transaction(self, txn: int, first: int, started: float) -> int:
+        """One transaction from seq ``first``; the next seq."""
+        begin_ns = self.clock.now_ns()
+        self.producer.begin_transaction()
+        self.out.send([txn_begun(txn, begin_ns)])
+        seq, end = first, first + self.size
+        try:
+            while seq < end:
+                # stopping: the rest of the transaction at once, whatever the rate, and then commit
+                n = min(BATCH if self.stop.is_set() else self._due(seq, started), end - seq)
+                if n <= 0:
+                    self.producer.poll(self._wait_s(seq, started))
+                else:
+                    sent = self._send(seq, n)
+                    self.producer.poll(0)
+                    if sent < seq + n:  # stopped with the queue full: commit what was handed over
+                        seq = sent
+                        break
+                    seq = sent
+                self._report()
+        except KafkaException as e:  # fatal (fenced, ...): the open transaction never committed
+            self._end_report(txn, "unknown", e.args[0].name())
+            raise
+        draw = self.rng.random()  # drawn every time: stopping does not shift the later draws
+        intent = "abort" if draw < self.abort_probability and not self.stop.is_set() else "commit"
+        if intent == "abort":  # let its messages reach the log first: an abort that only purged tests nothing
+            self.producer.flush(self.commit_timeout_s)
+        self._done.append(txn_requested(txn, intent, self.clock.now_ns()))
+        self._report()
+        self._end(txn, intent)
+        return seq
+
+    def _end(self, txn: int, intent: str) -> None:
+        """Commit or abort, as the client's errors allow, and report the outcome.
+
+        An outcome reached after errors keeps the last one as its ``error``
+        (a commit retried after a time-out is what delayed requests look like).
+        """
+        deadline = time.monotonic() + self.commit_timeout_s
+        aborting = intent == "abort"
+        why: str | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._end_report(txn, "unknown", f"{'abort' if aborting else 'commit'} did not complete within "
+                                                 f"{self.commit_timeout_s:g}s ({why or '_TIMED_OUT'})")
+                # the transaction is still in the client's hands: only a new producer can go on
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"transaction {txn} did not end within "
+                                                f"{self.commit_timeout_s:g}s", fatal=True))
+            try:
+                if aborting:
+                    self.producer.abort_transaction(left)
+                else:
+                    self.producer.commit_transaction(left)
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if error.fatal():
+                    self._end_report(txn, "unknown", error.name())
+                    raise
+                if error.txn_requires_abort() and not aborting:
+                    aborting, why = True, f"commit failed: {error.name()}"
+                elif error.retriable():
+                    why = f"retried after {error.name()}"
+                    self.producer.poll(0.1)
+                    self._report()
+                else:  # e.g. a state error: this client cannot be trusted with another transaction
+                    self._end_report(txn, "unknown", error.name())
+                    raise KafkaException(KafkaError(error.code(), error.str(), fatal=True)) from None
+                continue
+            self._end_report(txn, "aborted" if aborting else "committed", why)
+            return
+
+    def _end_report(self, txn: int, outcome: str, error: str | None) -> None:
+        """Deliveries served so far, then the outcome, in one write."""
+        self.producer.poll(0)
+        self._done.append(txn_outcome(txn, outcome, self.clock.now_ns(), error))
+        self._report()
+
+
 def produce(spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
-    ProduceLoop(spec, clock, stop, out).run()
+    (ProduceLoop if spec.get("transactions") is None else TransactionalLoop)(spec, clock, stop, out).run()
 
 
 # ---------------------------------------------------------------------- the harness's handle
 
 
 class ProducerClient(ClientProcess):
-    """One producer of the workload; restarted after a crash under a new id (p0, p0.1, ...)."""
+    """One producer of the workload; restarted after a crash under a new id (p0, p0.1, ...).
+
+    A transactional one (``transactions``: size, abort_probability,
+    timeout_ms, commit_timeout_s, transactional_id, partitions, seed) keeps
+    its transactional.id across restarts, so each replacement fences the
+    process before it, and writes its transactions to ``txns``.
+    """
 
     role = "producer"
     module = "workloads.producer"
 
     def __init__(self, name: str, bootstrap_servers: str, topic: str, config: dict[str, Any],
                  sends: HistoryWriter, clock: RunClock, rate: float | None = None, message_bytes: int = 100,
-                 flush_timeout_s: float = 20) -> None:
+                 flush_timeout_s: float = 20, transactions: dict[str, Any] | None = None,
+                 txns: HistoryWriter | None = None) -> None:
         super().__init__(name, clock)
+        if (transactions is None) != (txns is None):
+            raise ValueError("a transactional producer needs a txns writer, and only it")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.config = config
@@ -196,23 +342,31 @@ class ProducerClient(ClientProcess):
         self.rate = rate
         self.message_bytes = message_bytes
         self.flush_timeout_s = flush_timeout_s
+        self.transactions = transactions
+        self.txns = txns
         self.counts = SendCounts()
+        self.outcomes: dict[str, int] = {}  # txns lines written, by outcome
         self.pending = PendingSends()
+        self.book = None if transactions is None else Transactions()
         self._topic_key = b',"topic":%s,"key":"' % json_line(topic)
 
     def spec(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "config": self.config,
-                "rate": self.rate, "message_bytes": self.message_bytes, "flush_timeout_s": self.flush_timeout_s}
+                "rate": self.rate, "message_bytes": self.message_bytes, "flush_timeout_s": self.flush_timeout_s,
+                "transactions": self.transactions}
 
     def stop(self, timeout_s: float | None = None) -> None:
-        super().stop(self.flush_timeout_s + STOP_MARGIN_S if timeout_s is None else timeout_s)
+        if timeout_s is None:  # a transactional one may first have to finish and commit its transaction
+            commit_s = 0 if self.transactions is None else self.transactions["commit_timeout_s"]
+            timeout_s = self.flush_timeout_s + commit_s + STOP_MARGIN_S
+        super().stop(timeout_s)
 
     def _record(self, producer: str, seq: int, status: str, invoke_ns: int, partition: int | None,
-                offset: int | None, error: str | None, complete_ns: int) -> dict[str, Any]:
+                offset: int | None, error: str | None, complete_ns: int, txn: int | None) -> dict[str, Any]:
         self.counts.add(status)
         return {"producer": producer, "seq": seq, "topic": self.topic, "key": str(seq), "partition": partition,
                 "offset": offset, "status": status, "error": error, "invoke_ns": invoke_ns,
-                "complete_ns": complete_ns}
+                "complete_ns": complete_ns, "txn": txn}
 
     def on_lines(self, name: str, lines: list[bytes]) -> None:
         """Completions become sends.jsonl lines formatted here from the protocol's fields: json-encoding a
@@ -220,6 +374,7 @@ class ProducerClient(ClientProcess):
         out: list[bytes] = []
         statuses: dict[bytes, int] = {}
         head = b'{"producer":%s,"seq":' % json_line(name)
+        book = self.book
         for line in lines:
             if line[:2] == b"S ":
                 status, seq, partition, offset, complete_ns, error = completed_fields(line)
@@ -228,27 +383,58 @@ class ProducerClient(ClientProcess):
                     continue
                 statuses[status] = statuses.get(status, 0) + 1
                 out.append(b'%s%s%s%s","partition":%s,"offset":%s,"status":"%s","error":%s,"invoke_ns":%d,'
-                           b'"complete_ns":%s}' % (head, seq, self._topic_key, seq, as_json_int(partition),
-                                                  as_json_int(offset), status,
-                                                  b"null" if error == b"-" else json_line(error.decode()),
-                                                  invoke_ns, complete_ns))
+                           b'"complete_ns":%s,"txn":%s}' % (head, seq, self._topic_key, seq, as_json_int(partition),
+                                                            as_json_int(offset), status,
+                                                            b"null" if error == b"-" else json_line(error.decode()),
+                                                            invoke_ns, complete_ns,
+                                                            b"null" if book is None else txn_json(book, int(seq))))
                 continue
             m = parse(line)
             if isinstance(m, Invoked):
                 self.pending.invoke(m.first, m.count, m.invoke_ns)
+                if book is not None:
+                    book.claim(m.first, m.count)
             elif isinstance(m, Withdrawn):
                 self.pending.withdraw(m.first, m.count)
+                if book is not None:
+                    for seq in range(m.first, m.first + m.count):
+                        book.release(seq)
+            elif book is not None and isinstance(m, (TxnBegun, TxnRequested, TxnOutcome)):
+                self._on_txn(name, book, m)
         for status, n in statuses.items():
             self.counts.add(status.decode(), n)
         if out:
             self.sends.write_lines(out)
 
+    def _on_txn(self, name: str, book: Transactions, m: TxnBegun | TxnRequested | TxnOutcome) -> None:
+        if isinstance(m, TxnBegun):
+            book.begin(m.txn, m.begin_ns)
+        elif isinstance(m, TxnRequested):
+            book.request(m.txn, m.intent, m.invoke_ns)
+        else:
+            self._write_txn(book.finish(name, m.txn, m.outcome, m.complete_ns, m.error))
+
+    def _write_txn(self, line: dict[str, Any]) -> None:
+        assert self.txns is not None
+        self.txns.write(line)
+        self.outcomes[line["outcome"]] = self.outcomes.get(line["outcome"], 0) + 1
+
     def on_exit(self, name: str, clean: bool, how: str) -> None:
-        """What the process never reported is ``info``: never ``fail``, an ack may have died with it."""
+        """What the process never reported is ``info``: never ``fail``, an ack may have died with it.
+        Likewise a transaction it never reported the outcome of is ``unknown``."""
         error = IN_FLIGHT_AT_END if clean else f"producer process {how}"
         now = self.clock.now_ns()
-        self.sends.write_many([self._record(name, seq, "info", invoke_ns, None, None, error, now)
+        book = self.book
+        self.sends.write_many([self._record(name, seq, "info", invoke_ns, None, None, error, now,
+                                            None if book is None else book.release(seq))
                                for seq, invoke_ns in self.pending.drain()])
+        if book is not None and (line := book.abandon(name, now, error)) is not None:
+            self._write_txn(line)
+
+
+def txn_json(book: Transactions, seq: int) -> bytes:
+    txn = book.release(seq)
+    return b"null" if txn is None else b"%d" % txn
 
 
 if __name__ == "__main__":
