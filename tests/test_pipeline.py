@@ -1,0 +1,238 @@
+"""The exactly-once pipeline: its values and lines, the harness's bookkeeping of a pipeline process, and (on a
+real cluster) a pipeline SIGKILLed mid-transaction whose replacement fences it and finishes the input exactly once."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from clusters.cluster import Cluster
+from clusters.spec import TopicSpec
+from clusters.topics import create_topic
+from rundir.layout import RunDir
+from workloads.history import History, RunClock
+from workloads.messages import decode, decode_source
+from workloads.pipeline import PipelineClient, joined, joined_fields
+from workloads.producer import ProducerClient
+from workloads.protocol import ProtocolError, completed, polled, processed, txn_begun, txn_outcome, txn_requested
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def open_history(tmp_path: Path, clock: RunClock | None = None) -> History:
+    return History(RunDir(tmp_path), clock or RunClock(origin_ns=0), transactions=True)
+
+
+# ---------------------------------------------------------------------- lines
+
+def test_j_lines_round_trip_and_bad_ones_are_refused() -> None:
+    assert joined(3, "p1", 9, 1234) == "J 3 p1 9 1234"
+    assert joined_fields(b"J 3 p1 9 1234") == (b"3", b"p1", b"9", b"1234")
+    assert joined_fields(joined(0, None, None, 5).encode()) == (b"0", b"-", b"-", b"5")
+    for bad in (b"J 3 p1 9", b"J x p1 9 1", b"J 3 p1 9 1 2", b"J 3 p1 -1 5"):
+        with pytest.raises(ProtocolError):
+            joined_fields(bad)
+
+
+# ---------------------------------------------------------------------- the harness's bookkeeping
+
+def feed(client: PipelineClient, name: str, lines: list[str]) -> None:
+    client.on_lines(name, [line.encode() for line in lines])
+
+
+def pipeline(history: History) -> PipelineClient:
+    return PipelineClient("pipe0", "nowhere:9092", "in", "in.out", "g", "kchaos-r-pipe0", history)
+
+
+def test_a_pipeline_needs_a_transactional_history(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="transactions=True"):
+        PipelineClient("pipe0", "nowhere:9092", "in", "in.out", "g", "t", History(RunDir(tmp_path), RunClock()))
+
+
+def test_one_committed_transaction_and_one_cut_by_a_kill(tmp_path: Path) -> None:
+    history = open_history(tmp_path)
+    client = pipeline(history)
+    feed(client, "pipe0", ["H 99", polled(2, 10), txn_begun(0, 11),
+                           processed(1, 5, "p0", 5, 12), joined(0, "p0", 5, 12),
+                           processed(1, 6, "p0", 6, 12), joined(1, "p0", 6, 12)])
+    assert client.open_transaction is not None and client.open_transaction.intent is None
+    feed(client, "pipe0", [completed("ok", 0, 2, 40, 20, None), completed("ok", 1, 0, 17, 21, None),
+                           txn_requested(0, "commit", 22), txn_outcome(0, "committed", 30, None), "D"])
+    assert client.open_transaction is None
+    feed(client, "pipe0", [polled(1, 40), txn_begun(1, 41), processed(2, 0, "p1", 0, 42), joined(2, "p1", 0, 42),
+                           completed("ok", 2, 1, 3, 45, None)])
+    feed(client, "pipe0", [txn_requested(1, "commit", 46)])
+    client.on_exit("pipe0", False, "killed")
+    history.close()
+
+    run = RunDir(tmp_path)
+    reads = jsonl(run.reads)
+    assert [(r["consumer"], r["group"], r["phase"], r["topic"], r["partition"], r["offset"], r["producer"], r["seq"])
+            for r in reads] == [("pipe0", "g", "live", "in", 1, 5, "p0", 5), ("pipe0", "g", "live", "in", 1, 6, "p0", 6),
+                                ("pipe0", "g", "live", "in", 2, 0, "p1", 0)]
+    sends = jsonl(run.sends)
+    assert [(s["producer"], s["seq"], s["topic"], s["key"], s["partition"], s["offset"], s["status"], s["txn"],
+             s["from_producer"], s["from_seq"]) for s in sends] == [
+        ("pipe0", 0, "in.out", "0", 2, 40, "ok", 0, "p0", 5), ("pipe0", 1, "in.out", "1", 0, 17, "ok", 0, "p0", 6),
+        ("pipe0", 2, "in.out", "2", 1, 3, "ok", 1, "p1", 0)]
+    committed, killed = jsonl(run.txns)
+    assert committed == {"producer": "pipe0", "txn": 0, "outcome": "committed", "intent": "commit", "error": None,
+                         "invoke_ns": 22, "complete_ns": 30, "begin_ns": 11}
+    assert killed.pop("complete_ns") >= 46  # when the harness saw the process gone
+    assert killed == {"producer": "pipe0", "txn": 1, "outcome": "unknown", "intent": "commit",
+                      "error": "producer process killed", "invoke_ns": 46, "begin_ns": 41}
+    assert client.counts.ok == 3 and client.reads == 3 and not client.input.processing
+
+
+def test_outputs_in_flight_at_a_kill_are_info_in_their_transaction(tmp_path: Path) -> None:
+    history = open_history(tmp_path)
+    client = pipeline(history)
+    feed(client, "pipe0", ["H 1", polled(2, 1), txn_begun(0, 2), processed(0, 0, "p0", 0, 3), joined(0, "p0", 0, 3),
+                           processed(0, 1, None, None, 3), joined(1, None, None, 3)])
+    client.on_exit("pipe0", False, "killed")
+    client.generation += 1  # what restart() does: the next process, a new name, its own seqs and transactions
+    feed(client, "pipe0.1", ["H 2", polled(1, 10), txn_begun(0, 11), processed(0, 0, "p0", 0, 12),
+                             joined(0, "p0", 0, 12), txn_requested(0, "commit", 13)])
+    client.on_exit("pipe0.1", True, "exited with code 0")
+    history.close()
+    run = RunDir(tmp_path)
+    sends = jsonl(run.sends)
+    assert [(s["producer"], s["seq"], s["status"], s["error"], s["txn"], s["from_producer"], s["from_seq"])
+            for s in sends] == [("pipe0", 0, "info", "producer process killed", 0, "p0", 0),
+                                ("pipe0", 1, "info", "producer process killed", 0, None, None),
+                                ("pipe0.1", 0, "info", "in flight at the end of the run", 0, "p0", 0)]
+    txns = jsonl(run.txns)
+    assert [(t["producer"], t["txn"], t["outcome"], t["intent"], t["invoke_ns"], t["error"]) for t in txns] == [
+        ("pipe0", 0, "unknown", None, None, "producer process killed"),
+        ("pipe0.1", 0, "unknown", "commit", 13, "in flight at the end of the run")]
+    assert client.counts.info == 3
+
+
+def test_lines_out_of_place_are_protocol_errors(tmp_path: Path) -> None:
+    history = open_history(tmp_path)
+    client = pipeline(history)
+    with pytest.raises(ProtocolError, match="outside a transaction"):
+        feed(client, "pipe0", [joined(0, "p0", 0, 1)])
+    feed(client, "pipe0", [txn_begun(0, 1)])
+    with pytest.raises(ProtocolError, match="not the open one"):
+        feed(client, "pipe0", [txn_outcome(1, "committed", 2, None)])
+    with pytest.raises(ProtocolError):
+        feed(client, "pipe0", ["O 0 maybe 2 -"])
+    with pytest.raises(ProtocolError):
+        feed(client, "pipe0", ["I 0 1 5"])  # a plain producer's announcement: never from a pipeline
+    history.close()
+
+
+# ---------------------------------------------------------------------- a real pipeline on a real cluster
+
+def wait_for(check: Callable[[], object], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
+        time.sleep(0.01)
+
+
+def read_all(bootstrap_servers: str, topic: str, partitions: int, isolation: str) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record an ``isolation`` reader sees, to the end of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"t-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        records: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            records += [(m.partition(), m.offset(), m.value()) for m in consumer.consume(500, timeout=0.5)
+                        if m.error() is None]
+            if all(tp.offset >= ends[tp.partition] for tp in consumer.position(tps)):
+                return records
+        raise AssertionError(f"{isolation} read of {topic} did not reach {ends}")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.cluster
+def test_a_pipeline_killed_mid_transaction_is_fenced_and_its_input_is_written_exactly_once(
+        cluster: Cluster, tmp_path: Path) -> None:
+    topic = f"pl-{uuid.uuid4().hex[:6]}"
+    output = f"{topic}.out"
+    for name in (topic, output):
+        create_topic(cluster, TopicSpec(name, partitions=3, replication_factor=3, min_insync_replicas=2))
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    clock = RunClock()
+    history = open_history(tmp_path, clock)
+    producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all", "enable.idempotence": True},
+                              history.sends, clock, rate=200)
+    # processing_ms: each transaction stays open a while with its outputs written, where the kill lands;
+    # session.timeout.ms: the group gives the dead process's partitions to the new one within seconds
+    pipe = PipelineClient("pipe0", cluster.bootstrap_servers, topic, output, group,
+                          f"kchaos-{uuid.uuid4().hex[:6]}-pipe0", history, batch=100, processing_ms=400,
+                          consumer_config={"session.timeout.ms": 6000})
+    try:
+        for client in (pipe, producer):
+            client.start()
+            client.wait_started()
+        wait_for(lambda: pipe.outcomes.get("committed", 0) >= 3, 90, "the pipeline commits transactions")
+        wait_for(lambda: (pipe.open_transaction is not None and pipe.open_transaction.intent is None
+                          and pipe.open_acked > 0), 30, "outputs written in an open transaction")
+        killed = pipe.open_transaction
+        assert killed is not None
+        killed_at = time.monotonic()
+        pipe.kill()
+        assert pipe.open_transaction is None  # the harness closed it: unknown
+        pipe.restart()
+        fenced_s = time.monotonic() - killed_at
+        committed = pipe.outcomes.get("committed", 0)
+        wait_for(lambda: pipe.outcomes.get("committed", 0) > committed, 60, "the new process commits")
+        resumed_s = time.monotonic() - killed_at
+        wait_for(lambda: pipe.outcomes.get("committed", 0) > committed + 5, 60, "the new process goes on")
+        producer.stop()
+        caught_up_at = time.monotonic()
+        assert pipe.wait_caught_up(120)
+        caught_up_s = time.monotonic() - caught_up_at
+        pipe.stop()
+    finally:
+        producer.abort()
+        pipe.abort()
+    print(f"kill -> new process up (fenced): {fenced_s:.2f}s, -> first commit: {resumed_s:.2f}s, "
+          f"caught up after the producer stopped: {caught_up_s:.2f}s")
+    committed_read = read_all(cluster.bootstrap_servers, output, 3, "read_committed")
+    uncommitted_read = read_all(cluster.bootstrap_servers, output, 3, "read_uncommitted")
+    history.close()
+
+    run = RunDir(tmp_path)
+    sends = jsonl(run.sends)
+    txns = jsonl(run.txns)
+    acked_inputs = {(s["producer"], s["seq"]) for s in sends if s["producer"] == "p0" and s["status"] == "ok"}
+    outputs = Counter(decode_source(value) for _, _, value in committed_read)
+    assert acked_inputs and set(outputs) == acked_inputs  # every acknowledged input made it, nothing else did
+    assert outputs.most_common(1)[0][1] == 1  # exactly once
+
+    [dead] = [t for t in txns if t["producer"] == "pipe0" and t["txn"] == killed.txn]
+    assert (dead["outcome"], dead["intent"], dead["error"]) == ("unknown", None, "producer process killed")
+    assert {t["outcome"] for t in txns if t is not dead} == {"committed"}  # no fault but the kill
+    # its outputs reached the log (read_uncommitted sees them), and no read_committed reader ever does
+    in_dead = {(s["producer"], s["seq"]) for s in sends if s["producer"] == "pipe0" and s["txn"] == killed.txn}
+    acked_in_dead = {(s["producer"], s["seq"]) for s in sends
+                     if s["producer"] == "pipe0" and s["txn"] == killed.txn and s["status"] == "ok"}
+    assert acked_in_dead
+    assert acked_in_dead <= {decode(value) for _, _, value in uncommitted_read}
+    assert not in_dead & {decode(value) for _, _, value in committed_read}
+    # the new process wrote the dead one's inputs again
+    dead_inputs = {(s["from_producer"], s["from_seq"]) for s in sends if (s["producer"], s["seq"]) in in_dead}
+    redone = {(s["from_producer"], s["from_seq"]) for s in sends if s["producer"] == "pipe0.1"}
+    assert dead_inputs <= redone
+    live = [r for r in jsonl(run.reads) if r["consumer"].startswith("pipe0")]
+    assert {(r["producer"], r["seq"]) for r in live} == acked_inputs and {r["group"] for r in live} == {group}
