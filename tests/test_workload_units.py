@@ -11,12 +11,13 @@ from confluent_kafka import KafkaError
 
 from workloads import protocol
 from workloads.client import WorkloadError
-from workloads.consumer import ConsumerClient, slices
+from workloads.consumer import DEFAULT_ISOLATION, ConsumerClient, consumer_settings, slices
 from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock
-from workloads.messages import decode, encode
-from workloads.pending import PendingSends
+from workloads.messages import decode, decode_source, encode, encode_output
+from workloads.pending import PendingSends, Transactions
 from workloads.producer import ProducerClient, outcome
-from workloads.protocol import BatchDone, Completed, End, Hello, Invoked, Polled, Processed, Withdrawn
+from workloads.protocol import (BatchDone, Completed, End, Hello, Invoked, Polled, Processed, TxnBegun, TxnOutcome,
+                                TxnRequested, Withdrawn)
 from waiting import eventually
 
 
@@ -26,6 +27,13 @@ def test_values_carry_producer_and_seq_at_the_requested_size() -> None:
     assert decode(value) == ("p3", 12345)
     assert decode(b"not ours") == (None, None)
     assert decode(None) == (None, None)
+
+
+def test_a_pipeline_output_value_names_its_input() -> None:
+    value = encode_output("pipe0", 7, "p0.1", 42)
+    assert decode(value) == ("pipe0", 7) and decode_source(value) == ("p0.1", 42)
+    for other in (encode("p0", 3, 100), encode("p0", 3, 0), b"a:1:b:2:padding", b"a:1:b:x:", None):
+        assert decode_source(other) == (None, None)
 
 
 def test_only_definite_refusals_are_failures() -> None:
@@ -67,6 +75,21 @@ def test_protocol_lines_round_trip() -> None:
                       BatchDone(), End()]
 
 
+def test_transaction_lines_round_trip() -> None:
+    lines = [protocol.txn_begun(3, 100), protocol.txn_requested(3, "abort", 150),
+             protocol.txn_outcome(3, "aborted", 170, None), protocol.txn_outcome(4, "unknown", 9, "commit did not x")]
+    parsed = [protocol.parse(line) for line in protocol.encode_lines(lines).split(b"\n") if line]
+    assert parsed == [TxnBegun(3, 100), TxnRequested(3, "abort", 150), TxnOutcome(3, "aborted", 170, None),
+                      TxnOutcome(4, "unknown", 9, "commit did not x")]
+
+
+@pytest.mark.parametrize("line", [b"T 1", b"T 1 x", b"C 1 maybe 5", b"C 1 commit", b"O 1 done 5 -",
+                                  b"O 1 committed 5", b"O x committed 5 -"])
+def test_a_transaction_line_no_process_writes_is_refused(line: bytes) -> None:
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse(line)
+
+
 @pytest.mark.parametrize("line", [b"Z 1", b"I 1 2", b"S ok x 1 2 3 -", b"S maybe 1 1 2 3 -", b"S ok 1 1 2 -3 -",
                                   b"S ok 1 1 2", b"R 1 2 p0 x 5", b"R 1 2 p0 3", b"H", b"ED"])
 def test_a_line_no_process_writes_is_refused(line: bytes) -> None:
@@ -102,6 +125,9 @@ class ListWriter:
 
     def __init__(self) -> None:
         self.records: list[dict] = []
+
+    def write(self, record: dict) -> None:
+        self.records.append(json.loads(json.dumps(record)))
 
     def write_many(self, records: list[dict]) -> None:
         self.records.extend(records)
@@ -163,6 +189,98 @@ def test_a_clean_stop_calls_what_is_left_in_flight_at_the_end() -> None:
         ("p0.1", 0, "info", "_MSG_TIMED_OUT"), ("p0.1", 1, "info", "in flight at the end of the run")]
 
 
+TXNS = {"size": 3, "abort_probability": 0.0, "timeout_ms": 60000, "commit_timeout_s": 10,
+        "transactional_id": "kchaos-run-p0", "partitions": 3, "seed": 1}
+
+
+def txn_client(sends: ListWriter, txns: ListWriter) -> ProducerClient:
+    return ProducerClient("p0", "nowhere:9092", "t", {}, sends,  # type: ignore[arg-type]
+                          RunClock(), transactions=TXNS, txns=txns)  # type: ignore[arg-type]
+
+
+def test_transactions_give_each_send_its_txn_and_each_outcome_a_txns_line() -> None:
+    sends, txns = ListWriter(), ListWriter()
+    p = txn_client(sends, txns)
+    assert p.spec()["transactions"] == TXNS
+    p.on_lines("p0", wire(protocol.txn_begun(0, 5), protocol.invoked(0, 3, 6),
+                          protocol.completed("ok", 0, 0, 10, 7, None), protocol.txn_requested(0, "commit", 8)))
+    p.on_lines("p0", wire(protocol.completed("ok", 1, 1, 4, 9, None), protocol.completed("ok", 2, 2, 4, 9, None),
+                          protocol.txn_outcome(0, "committed", 11, None),
+                          protocol.txn_begun(1, 12), protocol.invoked(3, 2, 13), protocol.withdrawn(4, 1),
+                          protocol.completed("fail", 3, None, None, 14, "_PURGE_QUEUE"),
+                          protocol.txn_requested(1, "abort", 15), protocol.txn_outcome(1, "aborted", 16, None)))
+    assert [(r["seq"], r["status"], r["txn"]) for r in sends.records] == [(0, "ok", 0), (1, "ok", 0), (2, "ok", 0),
+                                                                         (3, "fail", 1)]
+    assert txns.records == [
+        {"producer": "p0", "txn": 0, "outcome": "committed", "intent": "commit", "error": None, "invoke_ns": 8,
+         "complete_ns": 11, "begin_ns": 5},
+        {"producer": "p0", "txn": 1, "outcome": "aborted", "intent": "abort", "error": None, "invoke_ns": 15,
+         "complete_ns": 16, "begin_ns": 12}]
+    assert p.outcomes == {"committed": 1, "aborted": 1} and p.book is not None and p.book.open is None
+
+
+@pytest.mark.parametrize("requested, intent", [(False, None), (True, "commit")])
+def test_a_transaction_open_when_its_process_dies_is_unknown(requested: bool, intent: str | None) -> None:
+    """Killed with the transaction open (intent null: it never committed) or with its commit in flight."""
+    sends, txns = ListWriter(), ListWriter()
+    p = txn_client(sends, txns)
+    p.on_lines("p0", wire(protocol.txn_begun(0, 5), protocol.invoked(0, 3, 6),
+                          protocol.txn_outcome(0, "committed", 7, None), protocol.txn_begun(1, 8),
+                          protocol.invoked(3, 3, 9), protocol.completed("ok", 3, 0, 1, 10, None),
+                          *([protocol.txn_requested(1, "commit", 11)] if requested else [])))
+    p.on_exit("p0", clean=False, how="killed")
+    assert [(r["seq"], r["status"], r["txn"]) for r in sends.records] == [
+        (3, "ok", 1), (0, "info", 0), (1, "info", 0), (2, "info", 0), (4, "info", 1), (5, "info", 1)]
+    last = txns.records[-1]
+    assert last | {"complete_ns": 0} == {"producer": "p0", "txn": 1, "outcome": "unknown", "intent": intent,
+                                         "error": "producer process killed", "invoke_ns": 11 if requested else None,
+                                         "complete_ns": 0, "begin_ns": 8}
+    # the replacement counts its own transactions from 0, with nothing left of its predecessor's
+    p.on_lines("p0.1", wire(protocol.txn_begun(0, 20), protocol.invoked(0, 1, 21),
+                            protocol.completed("ok", 0, 0, 9, 22, None),
+                            protocol.txn_outcome(0, "committed", 23, None)))
+    assert (sends.records[-1]["producer"], sends.records[-1]["txn"]) == ("p0.1", 0)
+    assert [(t["producer"], t["txn"], t["outcome"]) for t in txns.records] == [
+        ("p0", 0, "committed"), ("p0", 1, "unknown"), ("p0.1", 0, "committed")]
+
+
+def test_a_clean_exit_with_nothing_open_writes_no_txns_line() -> None:
+    sends, txns = ListWriter(), ListWriter()
+    p = txn_client(sends, txns)
+    p.on_lines("p0", wire(protocol.txn_begun(0, 5), protocol.txn_outcome(0, "committed", 7, None), protocol.END))
+    p.on_exit("p0", clean=True, how="exited with code 0")
+    assert len(txns.records) == 1 and sends.records == []
+
+
+@pytest.mark.parametrize("lines", [
+    [protocol.txn_begun(0, 1), protocol.txn_begun(1, 2)],                # began while one is open
+    [protocol.txn_outcome(0, "committed", 1, None)],                     # an outcome of nothing open
+    [protocol.txn_begun(0, 1), protocol.txn_requested(1, "commit", 2)],  # asked for another one
+])
+def test_transaction_lines_out_of_order_are_a_protocol_error(lines: list[str]) -> None:
+    with pytest.raises(protocol.ProtocolError):
+        txn_client(ListWriter(), ListWriter()).on_lines("p0", wire(*lines))
+
+
+def test_the_book_knows_the_txn_of_every_seq_announced_under_a_transaction() -> None:
+    book = Transactions()
+    book.claim(0, 2)  # before any transaction: not transactional
+    book.begin(4, 100)
+    book.claim(2, 3)
+    assert [book.release(s) for s in range(6)] == [None, None, 4, 4, 4, None]
+    book.request(4, "commit", 120)
+    assert book.abandon("p0", 130, "producer process killed") == {
+        "producer": "p0", "txn": 4, "outcome": "unknown", "intent": "commit", "error": "producer process killed",
+        "invoke_ns": 120, "complete_ns": 130, "begin_ns": 100}
+    assert book.open is None and book.abandon("p0", 131, "x") is None
+
+
+def test_a_transactional_producer_needs_a_txns_writer() -> None:
+    with pytest.raises(ValueError):
+        ProducerClient("p0", "nowhere:9092", "t", {}, ListWriter(),  # type: ignore[arg-type]
+                       RunClock(), transactions=TXNS)
+
+
 def test_consumer_lines_become_live_reads_of_the_group() -> None:
     reads = ListWriter()
     c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", {}, reads, RunClock(), 100)  # type: ignore[arg-type]
@@ -173,9 +291,28 @@ def test_consumer_lines_become_live_reads_of_the_group() -> None:
     c.on_exit("c0", clean=False, how="killed")
     assert not c.processing
     assert reads.records == [{"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
-                              "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9},
+                              "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9, "isolation": "read_committed"},
                              {"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
-                              "offset": 8, "producer": None, "seq": None, "time_ns": 9}]
+                              "offset": 8, "producer": None, "seq": None, "time_ns": 9,
+                              "isolation": "read_committed"}]
+
+
+@pytest.mark.parametrize("isolation, config, effective", [
+    (None, {}, "read_committed"),                      # librdkafka's default (measured)
+    (None, {"isolation.level": "read_uncommitted"}, "read_uncommitted"),
+    ("read_uncommitted", {"isolation.level": "read_committed"}, "read_uncommitted"),
+    ("read_committed", {}, "read_committed"),
+])
+def test_live_reads_say_which_isolation_the_consumer_really_reads_with(isolation: str | None, config: dict,
+                                                                         effective: str) -> None:
+    reads = ListWriter()
+    c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", config, reads, RunClock(),  # type: ignore[arg-type]
+                       isolation=isolation)  # type: ignore[arg-type]
+    c.on_lines("c0", wire(protocol.processed(0, 1, "p0", 1, 2)))
+    assert reads.records[0]["isolation"] == effective
+    assert c.spec()["isolation"] == isolation
+    settings = consumer_settings(config, "b:9092", "c0", "app", "auto", isolation)  # type: ignore[arg-type]
+    assert settings.get("isolation.level", DEFAULT_ISOLATION) == effective
 
 
 @pytest.mark.parametrize("records, processing_ms, sizes", [

@@ -16,6 +16,9 @@ write each; the whole batch in one write when processing takes no time).
 The final read-back runs in the harness: it assigns every partition with no
 group, reads from the beginning to the high watermark and records ``final``
 reads plus one ``final-read`` event per partition saying whether it got there.
+A transactional run reads back twice: ``read_uncommitted`` (everything
+written) and ``read_committed`` (what the transactions made visible), so the
+checker can tell "never written" from "written but not visible".
 """
 
 from __future__ import annotations
@@ -24,34 +27,57 @@ import math
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from typing import Any, Literal
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Message,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientProcess
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
-from workloads.messages import decode
+from workloads.messages import decode, decode_source
 from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed, processed_fields
 
 CommitMode = Literal["auto", "manual"]
+Isolation = Literal["read_committed", "read_uncommitted"]
+# librdkafka's isolation.level when none is set (measured with librdkafka 2.16: an open transaction's
+# records are not delivered, and get_watermark_offsets answers the last stable offset)
+DEFAULT_ISOLATION: Isolation = "read_committed"
+FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read_committed": "final-reader-committed"}
+LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
 
 
 def consumer_settings(config: dict[str, Any], bootstrap_servers: str, name: str, group: str,
-                      commit: CommitMode) -> dict[str, Any]:
+                      commit: CommitMode, isolation: Isolation | None = None) -> dict[str, Any]:
     """The scenario's librdkafka settings plus what the harness sets itself (scenario validation checks these)."""
-    return {"auto.offset.reset": "earliest", **config, "bootstrap.servers": bootstrap_servers, "group.id": group,
-            "client.id": f"kchaos-{name}", "enable.auto.commit": commit == "auto"}
+    settings = {"auto.offset.reset": "earliest", **config, "bootstrap.servers": bootstrap_servers,
+                "group.id": group, "client.id": f"kchaos-{name}", "enable.auto.commit": commit == "auto"}
+    if isolation is not None:
+        settings["isolation.level"] = isolation
+    return settings
 
 
-def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock) -> dict[str, Any]:
-    producer, seq = decode(msg.value())
-    return {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
-            "partition": msg.partition(), "offset": msg.offset(), "producer": producer, "seq": seq,
-            "time_ns": clock.now_ns()}
+def effective_isolation(config: dict[str, Any], isolation: Isolation | None) -> Isolation:
+    """The isolation.level a consumer really reads with: the one asked for, the config's, or librdkafka's default."""
+    return isolation or config.get("isolation.level") or DEFAULT_ISOLATION
+
+
+def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock,
+                isolation: Isolation) -> dict[str, Any]:
+    value = msg.value()
+    producer, seq = decode(value)
+    record = {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
+              "partition": msg.partition(), "offset": msg.offset(), "producer": producer, "seq": seq,
+              "time_ns": clock.now_ns(), "isolation": isolation}
+    from_producer, from_seq = decode_source(value)
+    if from_producer is not None:  # a pipeline's output: which input it was made from
+        record["from_producer"], record["from_seq"] = from_producer, from_seq
+    return record
 
 
 # ---------------------------------------------------------------------- the consumer process
@@ -75,7 +101,8 @@ class ConsumeLoop:
         self.stop = stop
         self.out = out
         self.consumer = Consumer(consumer_settings(spec["config"], spec["bootstrap_servers"], spec["name"],
-                                                   spec["group"], self.commit), logger=RDKAFKA_LOG)
+                                                   spec["group"], self.commit, spec.get("isolation")),
+                                 logger=RDKAFKA_LOG)
 
     def run(self) -> None:
         self.consumer.subscribe([self.topic])
@@ -135,7 +162,9 @@ class ConsumerClient(ClientProcess):
     module = "workloads.consumer"
 
     def __init__(self, name: str, bootstrap_servers: str, topic: str, group: str, commit: CommitMode,
-                 config: dict[str, Any], reads: HistoryWriter, clock: RunClock, processing_ms: float = 0) -> None:
+                 config: dict[str, Any], reads: HistoryWriter, clock: RunClock, processing_ms: float = 0,
+                 isolation: Isolation | None = None) -> None:
+        """``isolation``: the isolation.level to read with (None: the config's, else librdkafka's default)."""
         super().__init__(name, clock)
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
@@ -144,6 +173,8 @@ class ConsumerClient(ClientProcess):
         self.config = config
         self.reads = reads
         self.processing_ms = processing_ms
+        self.isolation = isolation
+        self._isolation_end = b',"isolation":%s}' % json_line(effective_isolation(config, isolation))
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0
@@ -156,7 +187,8 @@ class ConsumerClient(ClientProcess):
 
     def spec(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "group": self.group,
-                "commit": self.commit, "config": self.config, "processing_ms": self.processing_ms}
+                "commit": self.commit, "config": self.config, "processing_ms": self.processing_ms,
+                "isolation": self.isolation}
 
     def stop(self, timeout_s: float | None = None) -> None:
         super().stop(self.processing_ms / 1000 + STOP_MARGIN_S if timeout_s is None else timeout_s)
@@ -169,8 +201,9 @@ class ConsumerClient(ClientProcess):
         for line in lines:
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
-                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s}' % (
-                    head, partition, offset, self._producer_json(producer), as_json_int(seq), time_ns))
+                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s' % (
+                    head, partition, offset, self._producer_json(producer), as_json_int(seq), time_ns,
+                    self._isolation_end))
                 continue
             m = parse(line)
             if isinstance(m, Polled):
@@ -193,34 +226,115 @@ class ConsumerClient(ClientProcess):
         self.batches_done = self.batches_polled
 
 
-def read_back(bootstrap_servers: str, topic: str, partitions: int, history: History,
-              timeout_s: float = 120) -> bool:
-    """Read every partition from the beginning to its high watermark; True when all got there."""
+def end_offsets(admin: AdminClient, topic: str, partitions: int, isolation: Isolation,
+                timeout_s: float) -> dict[int, int]:
+    """Each partition's end as a reader of ``isolation`` sees it: the high watermark (read_uncommitted) or the
+    last stable offset (read_committed). Partitions that did not answer within ``timeout_s`` are left out."""
+    return collect_ends(ask_ends(admin, topic, partitions, isolation, timeout_s), time.monotonic() + timeout_s)
+
+
+EndRequests = list[dict[TopicPartition, Future[Any]]]
+
+
+def ask_ends(admin: AdminClient, topic: str, partitions: int, isolation: Isolation, timeout_s: float) -> EndRequests:
+    """The requests of end_offsets, sent and not awaited (several isolations can then wait side by side).
+
+    One request per partition: librdkafka answers a request for several only
+    when every leader has, so one frozen leader would hide them all.
+    """
+    return [admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest()}, isolation_level=LISTING[isolation],
+                               request_timeout=timeout_s)
+            for p in range(partitions)]
+
+
+def collect_ends(requests: EndRequests, deadline: float, errors: list[str] | None = None) -> dict[int, int]:
+    """The answers of ask_ends that came by ``deadline`` (time.monotonic); the errors of the others go to
+    ``errors``. After a leader change librdkafka's admin client may keep failing with FENCED_LEADER_EPOCH
+    from stale metadata (seen for 5 s and more): the caller then asks through a new one."""
+    ends: dict[int, int] = {}
+    for request in requests:
+        for tp, future in request.items():
+            try:
+                offset = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
+            except TimeoutError:
+                continue
+            except KafkaException as e:
+                if errors is not None:
+                    errors.append(e.args[0].name())
+                continue
+            if offset >= 0:  # a leader that came back mid-request may answer OFFSET_INVALID
+                ends[tp.partition] = offset
+    return ends
+
+
+def read_back(bootstrap_servers: str, topic: str, partitions: int, history: History, timeout_s: float = 120,
+              isolation: Isolation = "read_uncommitted") -> bool:
+    """Read every partition from the beginning to its high watermark; True when all got there.
+
+    Complete means the consumer's *position* reached the high watermark:
+    transaction markers take offsets, so the last record's offset + 1 may
+    never get there. A read_committed read-back cannot pass the last stable
+    offset, so it waits (up to ``timeout_s``) for every open transaction
+    below the high watermark to end; its final-read events say where the
+    last stable offset stood.
+    """
     clock = history.clock
+    consumer_name = FINAL_READERS[isolation]
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kchaos-final-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": False,
-                         "isolation.level": "read_uncommitted", "client.id": "kchaos-final-read"},
+                         "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}"},
                         logger=RDKAFKA_LOG)
     try:
-        high: dict[int, int] = {}
-        for p in range(partitions):
-            _, high[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        high = _ends(bootstrap_servers, topic, partitions, "read_uncommitted")
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         position = {p: 0 for p in range(partitions)}
         deadline = time.monotonic() + timeout_s
         while any(position[p] < high[p] for p in position) and time.monotonic() < deadline:
+            records = []
             for msg in consumer.consume(BATCH, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                if msg.offset() < high[msg.partition()]:
-                    history.reads.write(read_record(msg, "final-reader", None, "final", clock))
-                position[msg.partition()] = max(position[msg.partition()], msg.offset() + 1)
+                if msg.error() is None and msg.offset() < high[msg.partition()]:
+                    records.append(read_record(msg, consumer_name, None, "final", clock, isolation))
+            history.reads.write_many(records)
+            for tp in consumer.position(tps):
+                if tp.offset >= 0:
+                    position[tp.partition] = max(position[tp.partition], tp.offset)
+        committed = isolation == "read_committed"
+        stable = _ends(bootstrap_servers, topic, partitions, "read_committed") if committed else {}
         for p in range(partitions):
+            extra = {"last_stable_offset": stable[p]} if committed else {}
             history.event("final-read", topic=topic, partition=p, high_watermark=high[p],
-                          complete=position[p] >= high[p], time_ns=clock.now_ns())
+                          complete=position[p] >= high[p], time_ns=clock.now_ns(), isolation=isolation, **extra)
         return all(position[p] >= high[p] for p in position)
     finally:
         consumer.close()
+
+
+def read_back_both(bootstrap_servers: str, topic: str, partitions: int, history: History,
+                   timeout_s: float = 120) -> bool:
+    """A transactional run's read-back: read_uncommitted (what was written), then read_committed (what the
+    transactions made visible, once the last stable offset caught up); True when both were complete."""
+    uncommitted = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_uncommitted")
+    committed = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_committed")
+    return uncommitted and committed
+
+
+def _ends(bootstrap_servers: str, topic: str, partitions: int, isolation: Isolation) -> dict[int, int]:
+    """end_offsets of every partition, retried for 30 s (each time by a new admin client, whose metadata is
+    fresh): a read-back is worth nothing without them."""
+    deadline = time.monotonic() + 30
+    ends: dict[int, int] = {}
+    while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap_servers, "client.id": "kchaos-final-reader-admin"},
+                            logger=RDKAFKA_LOG)
+        ends |= end_offsets(admin, topic, partitions, isolation, timeout_s=10)
+        if len(ends) == partitions:
+            return ends
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(partitions)) - set(ends))
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                            f"no {isolation} end offset for {topic} partitions {missing}"))
+        time.sleep(1)
 
 
 if __name__ == "__main__":

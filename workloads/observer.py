@@ -1,15 +1,18 @@
-"""What the cluster looked like during the run: leaders and ISRs, committed offsets."""
+"""What the cluster looked like during the run: leaders and ISRs, last stable offsets, committed offsets."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from clusters.cluster import Cluster, admin_result
 from clusters.errors import ClusterError
-from workloads.history import History
+from workloads.consumer import ask_ends, collect_ends
+from workloads.history import RDKAFKA_LOG, History
 from workloads.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,59 @@ class LeaderObserver(Worker):
         for s in states:
             self.history.event("leader", topic=s.topic, partition=s.partition, leader=s.leader,
                                isr=list(s.isr), time_ns=now)
+
+    def work(self) -> None:
+        while not self.stopping:
+            self.observe()
+            self._stop.wait(self.interval_s)
+
+
+@dataclass
+class StableObserver(Worker):
+    """Writes each partition's high watermark and last stable offset to events.jsonl once a second.
+
+    A last stable offset stuck below the high watermark is an open
+    transaction nobody ends: read_committed readers cannot pass it
+    (``hanging_transaction``). The LSO is asked before the high watermark
+    (one connection per leader answers in order), so a sample never shows it
+    above. A partition whose leader is frozen is left out of the samples
+    until it answers again.
+    """
+
+    cluster: Cluster
+    topics: dict[str, int]     # topic -> partitions
+    history: History
+    interval_s: float = 1.0
+    name: str = "stable"
+    _admin: AdminClient | None = field(default=None, init=False, repr=False)
+
+    def admin(self) -> AdminClient:
+        """Its own client: after an error it takes a new one (see collect_ends), not the cluster's."""
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers,
+                                       "socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 2000},
+                                      logger=RDKAFKA_LOG)
+        return self._admin
+
+    def observe(self) -> None:
+        timeout_s = self.interval_s * 3
+        errors: list[str] = []
+        for topic, partitions in self.topics.items():
+            try:
+                asked = [ask_ends(self.admin(), topic, partitions, isolation, timeout_s)
+                         for isolation in ("read_committed", "read_uncommitted")]
+            except KafkaException as e:
+                errors.append(e.args[0].name())
+                continue
+            deadline = time.monotonic() + timeout_s
+            stable, high = (collect_ends(requests, deadline, errors) for requests in asked)
+            now = self.history.clock.now_ns()
+            for p in sorted(stable.keys() & high.keys()):
+                self.history.event("stable", topic=topic, partition=p, high_watermark=high[p],
+                                   last_stable_offset=stable[p], time_ns=now)
+        if errors:
+            log.debug("stable offsets not observed (%s): asking through a new admin client", ", ".join(errors))
+            self._admin = None
 
     def work(self) -> None:
         while not self.stopping:
