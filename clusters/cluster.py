@@ -66,6 +66,22 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def java_hash(text: str) -> int:
+    """Java's String.hashCode: 31-fold over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def java_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 class Cluster:
     """A running cluster: its nodes, how to reach it, and who leads what."""
 
@@ -361,6 +377,23 @@ class Cluster:
             if p.partition == partition:
                 return self.broker(p.leader) if p.leader is not None else None
         raise ClusterError(f"topic {topic!r} has no partition {partition}")
+
+    def transaction_coordinator(self, transactional_id: str) -> Node | None:
+        """The broker coordinating ``transactional_id``: the leader of its __transaction_state partition.
+
+        Kafka places a transactional id on partition abs(id.hashCode()) mod the
+        log's partition count (TransactionStateManager.partitionFor); None
+        while that partition has no leader or the log does not exist yet.
+        """
+        try:
+            states = self.partitions(TRANSACTION_STATE_TOPIC)
+        except ClusterError:
+            return None
+        if not states:
+            return None
+        wanted = java_abs(java_hash(transactional_id)) % len(states)
+        leader = next((p.leader for p in states if p.partition == wanted), None)
+        return self.broker(leader) if leader is not None else None
 
     def controller(self) -> Node:
         """The active controller: a broker in ZooKeeper mode, the quorum leader in KRaft mode.

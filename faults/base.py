@@ -89,7 +89,8 @@ class Fault(ABC, Generic[Victim]):
 
     def choose(self, target: str) -> list[Victim]:
         """The nodes this application hits; empty when there is nothing to hit right now."""
-        nodes = choose_targets(self.cluster, self.topic, target, self.rng)
+        ids = [i for i in (getattr(c, "transactional_id", None) for c in self.clients) if i]
+        nodes = choose_targets(self.cluster, self.topic, target, self.rng, transactional_ids=ids)
         return [n for n in nodes if n.running]  # type: ignore[misc]
 
     @abstractmethod

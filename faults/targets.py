@@ -11,15 +11,26 @@ from clusters.errors import ClusterError
 from clusters.node import Node
 from workloads.client import Client
 
-NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers")
+NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers",
+                "txn-coordinator")
 # a role's name targets a client of that role; "pipeline" is appended so the others keep their order
 CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
 
 
-def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random) -> list[Node]:
-    """Pick nodes for ``target``; random choices come from ``rng`` so a seed reproduces them."""
+def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random,
+                   transactional_ids: Sequence[str] = ()) -> list[Node]:
+    """Pick nodes for ``target``; random choices come from ``rng`` so a seed reproduces them.
+
+    ``txn-coordinator``: the broker coordinating one of ``transactional_ids``
+    (the workload's), picked at random; none while the workload has none.
+    """
     brokers = sorted(cluster.brokers, key=lambda n: n.node_id)
+    if target == "txn-coordinator":
+        if not transactional_ids:
+            return []
+        coordinator = cluster.transaction_coordinator(rng.choice(sorted(transactional_ids)))
+        return [coordinator] if coordinator is not None else []
     if target == "partition-leader":
         try:
             states = cluster.partitions(topic)

@@ -32,9 +32,10 @@ from harness.scenario import Scenario
 from rundir import documents
 from rundir.layout import RunDir
 from workloads.client import WorkloadError
-from workloads.consumer import ConsumerClient, read_back
+from workloads.consumer import ConsumerClient, read_back, read_back_both
 from workloads.history import History, RunClock
-from workloads.observer import LeaderObserver, record_committed
+from workloads.observer import LeaderObserver, StableObserver, record_committed
+from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
 from workloads.workload import Workload
 
@@ -61,14 +62,16 @@ def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
     run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
     write_scenario(run, scenario, clock)
-    history = History(run, clock)
+    history = History(run, clock, transactions=scenario.workload.transactional)
     remove_orphans()
     with RunProgress(scenario.workload.duration_s) as progress:
         progress.phase("starting the cluster")
         cluster = Cluster.start(scenario.cluster_spec(), run.cluster, owner_pid=os.getpid())
         try:
             create_topic(cluster, scenario.topic_spec())
-            error = Trial(scenario, cluster, history, progress).run()
+            if scenario.workload.pipeline is not None:
+                create_topic(cluster, scenario.pipeline_topic_spec())
+            error = Trial(scenario, cluster, history, progress, transactional_prefix=f"kchaos-{run.path.name}").run()
         finally:
             progress.phase("tearing down")
             history.close()
@@ -79,7 +82,9 @@ def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
 class Trial:
     """The workload processes, the observer and the nemesis around one cluster."""
 
-    def __init__(self, scenario: Scenario, cluster: Cluster, history: History, progress: RunProgress) -> None:
+    def __init__(self, scenario: Scenario, cluster: Cluster, history: History, progress: RunProgress,
+                 transactional_prefix: str = "kchaos") -> None:
+        """``transactional_prefix``: the run's own, so a transactional.id never meets one of another run."""
         self.scenario = scenario
         self.cluster = cluster
         self.history = history
@@ -87,15 +92,37 @@ class Trial:
         topic = scenario.topic.name
         bootstrap = cluster.bootstrap_servers
         w = scenario.workload
+        txns = w.transactions
+
+        def transactions(name: str) -> dict[str, Any] | None:
+            if txns is None:
+                return None
+            return {"size": txns.size, "abort_probability": txns.abort_probability, "timeout_ms": txns.timeout_ms,
+                    "commit_timeout_s": txns.commit_timeout_s, "transactional_id": f"{transactional_prefix}-{name}",
+                    "partitions": scenario.topic.partitions, "seed": scenario.seed}
+
+        pipeline = w.pipeline
         self.workload = Workload(
             producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producers.config), history.sends,
-                                      history.clock, w.producers.rate, w.producers.message_bytes)
+                                      history.clock, w.producers.rate, w.producers.message_bytes,
+                                      transactions=transactions(f"p{i}"),
+                                      txns=history.txns if txns is not None else None)
                        for i in range(w.producers.count)],
             consumers=[ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
                                       dict(w.consumers.config), history.reads, history.clock,
-                                      w.consumers.processing_ms)
-                       for i in range(w.consumers.count)])
+                                      w.consumers.processing_ms, isolation=w.consumer_isolation)
+                       for i in range(w.consumers.count)],
+            pipelines=[] if pipeline is None else [
+                PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
+                               f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
+                               transaction_timeout_ms=txns.timeout_ms if txns is not None else 60_000,
+                               commit_timeout_s=txns.commit_timeout_s if txns is not None else 10)
+                for i in range(pipeline.count)])
         self.observer = LeaderObserver(cluster, topic, history)
+        self.topics = {topic: scenario.topic.partitions}
+        if pipeline is not None:
+            self.topics[scenario.pipeline_output_topic] = scenario.topic.partitions
+        self.stable = StableObserver(cluster, self.topics, history) if w.transactional else None
 
     def run(self) -> str | None:
         """Returns a harness error (a fault that failed, a workload process that died), or None."""
@@ -119,7 +146,12 @@ class Trial:
         nemesis = Nemesis(self.cluster, s.topic.name, s.fault_plans(), self.history, s.seed,
                           warmup_s=load_start + s.schedule.warmup_s, load_s=load_end,
                           clients=self.workload.clients)
+        for pipeline in self.workload.pipelines[:1]:
+            self.history.event("pipeline", group=pipeline.group, input_topic=pipeline.input_topic,
+                               output_topic=pipeline.topic, time_ns=self.history.clock.now_ns())
         self.observer.start()
+        if self.stable is not None:
+            self.stable.start()
         nemesis.start()
         try:
             self.progress.phase("load")
@@ -132,14 +164,26 @@ class Trial:
         self.workload.stop_producers()
         self.progress.phase("settling")
         self._settle(s.schedule.settle_s)
+        if self.workload.pipelines:
+            self.progress.phase("pipeline catching up")
+            if not self.workload.drain_pipelines(s.schedule.final_read_timeout_s):
+                log.warning("the pipeline did not process all its input: the history says how much it left")
         self.workload.stop_consumers()
         self.observer.stop()
         self.observer.join()
         if self.workload.consumers:
             record_committed(self.cluster, s.workload.consumers.group, s.topic.name, s.topic.partitions, self.history)
+        if s.workload.pipeline is not None:
+            record_committed(self.cluster, s.workload.pipeline.group, s.topic.name, s.topic.partitions, self.history)
         self.progress.phase("final read")
-        read_back(self.cluster.bootstrap_servers, s.topic.name, s.topic.partitions, self.history,
-                  s.schedule.final_read_timeout_s)
+        read = read_back_both if s.workload.transactional else read_back
+        try:
+            for topic, partitions in self.topics.items():
+                read(self.cluster.bootstrap_servers, topic, partitions, self.history, s.schedule.final_read_timeout_s)
+        finally:
+            if self.stable is not None:
+                self.stable.stop()
+                self.stable.join()
         self._show("none", s.workload.duration_s)
         errors = ([str(nemesis.error)] if nemesis.error else []) + self.workload.failures
         return "; ".join(errors) if errors else None

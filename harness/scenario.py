@@ -338,6 +338,12 @@ class Scenario(Strict):
         return TopicSpec(t.name, t.partitions, t.replication_factor, t.min_insync_replicas,
                          {k: _kafka_value(v) for k, v in t.config.items()})
 
+    def pipeline_topic_spec(self) -> TopicSpec:
+        """The pipeline's output topic: the workload topic's shape under another name."""
+        t = self.topic
+        return TopicSpec(self.pipeline_output_topic, t.partitions, t.replication_factor, t.min_insync_replicas,
+                         {k: _kafka_value(v) for k, v in t.config.items()})
+
     def fault_plans(self) -> list[FaultPlan]:
         return [f.plan() for f in self.faults]
 

@@ -350,6 +350,11 @@ class ProducerClient(ClientProcess):
         self.book = None if transactions is None else Transactions()
         self._topic_key = b',"topic":%s,"key":"' % json_line(topic)
 
+    @property
+    def transactional_id(self) -> str | None:
+        """Kept by every replacement (faults find its coordinator by it); None outside transactions."""
+        return None if self.transactions is None else self.transactions["transactional_id"]
+
     def spec(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "config": self.config,
                 "rate": self.rate, "message_bytes": self.message_bytes, "flush_timeout_s": self.flush_timeout_s,

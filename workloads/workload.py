@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workloads.client import ClientProcess
 from workloads.consumer import ConsumerClient
+from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
 
 
@@ -14,10 +15,11 @@ from workloads.producer import ProducerClient
 class Workload:
     producers: list[ProducerClient]
     consumers: list[ConsumerClient]
+    pipelines: list[PipelineClient] = field(default_factory=list)
 
     @property
     def clients(self) -> list[ClientProcess]:
-        return [*self.consumers, *self.producers]
+        return [*self.consumers, *self.pipelines, *self.producers]
 
     def start(self) -> None:
         """Start every process (consumers first: they are in the group when the first message lands)."""
@@ -32,6 +34,12 @@ class Workload:
 
     def stop_consumers(self) -> None:
         stop_all(self.consumers)
+
+    def drain_pipelines(self, timeout_s: float) -> bool:
+        """Let every pipeline process what its input holds, then stop it (its last transaction commits)."""
+        caught_up = all([p.wait_caught_up(timeout_s) for p in self.pipelines])
+        stop_all(self.pipelines)
+        return caught_up
 
     def abort(self) -> None:
         """Kill every process for good; safe on any exit path and after a normal stop."""
