@@ -300,9 +300,16 @@ class Judge:
             self.found.unordered = len(out_of_order)
 
     def judge_groups(self) -> None:
-        """What each consumer group skipped below its committed offset, and what it was handed twice."""
+        """What each consumer group skipped below its committed offset, and what it was handed twice.
+
+        A transactional message counts only where read_committed readers saw
+        it: an aborted one is never handed to the group (nor must it be).
+        """
         skipped = self.found.messages["consumer_skipped"]
         for msg, positions in self.reads.final_positions.items():
+            send = self.sends.get(msg)
+            if send is not None and send.txn is not None:  # what read_committed readers must be handed
+                positions = self.reads.committed_positions.get(msg, ())
             for topic, partition, offset in positions:
                 for group, upto in self.committed.get((topic, partition), {}).items():
                     if offset < upto and msg not in self.reads.live.get(group, ()):

@@ -104,6 +104,14 @@ def never_committed() -> dict[str, Any]:
     }
 
 
+def group_skips_nothing_aborted() -> dict[str, Any]:
+    """A read_committed group committed past an aborted transaction it was never handed: nothing skipped."""
+    case = committed_and_aborted()
+    case["reads"] += [cread("p0", 0, 0, phase="live", group="g"), cread("p0", 1, 1, phase="live", group="g")]
+    case["events"] = case["events"] + [committed(6)]
+    return case
+
+
 def commit_timed_out() -> dict[str, Any]:
     """The commit was asked for and never answered: visible or not, nothing can be concluded."""
     return {
@@ -183,6 +191,7 @@ CASES = {
     "aborted_read": aborted_read,
     "never_committed": never_committed,
     "commit_timed_out": commit_timed_out,
+    "group_skips_nothing_aborted": group_skips_nothing_aborted,
     "lost_commit": lost_commit,
     "torn": torn,
     "torn_aborted": torn_aborted,
@@ -224,6 +233,13 @@ def test_a_transaction_its_producer_never_asked_to_commit_must_not_be_read(tmp_p
     assert nonzero(results) == {"aborted_read": 1, "unknown": 1, "torn_transaction": 1}
     assert results["counts"]["txns_unknown"] == 1
     assert any("unknown outcome" in n for n in results["notes"])
+
+
+def test_a_read_committed_group_is_not_said_to_skip_aborted_messages(tmp_path: Path) -> None:
+    case = group_skips_nothing_aborted()
+    assert nonzero(run(tmp_path, case)) == {}
+    case["reads"] = [r for r in case["reads"] if not (r["phase"] == "live" and r["seq"] == 1)]
+    assert nonzero(run(tmp_path / "skipped", case)) == {"consumer_skipped": 1}
 
 
 def test_a_commit_that_timed_out_proves_nothing_either_way(tmp_path: Path) -> None:
