@@ -4,11 +4,13 @@ real cluster) a pipeline SIGKILLed mid-transaction whose replacement fences it a
 from __future__ import annotations
 
 import json
+import random
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,7 +20,12 @@ from checkers.reference import check_run
 from clusters.cluster import Cluster
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic
+from faults.base import FaultError
+from faults.client_crash import ClientCrashFault
+from faults.registry import FAULTS
+from faults.targets import choose_clients
 from rundir.layout import RunDir
+from workloads.client import Client
 from workloads.consumer import read_back_both
 from workloads.history import History, RunClock
 from workloads.messages import encode
@@ -55,6 +62,21 @@ def feed(client: PipelineClient, name: str, lines: list[str]) -> None:
 
 def pipeline(history: History) -> PipelineClient:
     return PipelineClient("pipe0", "nowhere:9092", "in", "in.out", "g", "kchaos-r-pipe0", history)
+
+
+def test_the_pipeline_target_hits_a_pipeline_and_so_may_random_client(tmp_path: Path) -> None:
+    history = open_history(tmp_path)
+    assert isinstance(pipeline(history), Client) and PipelineClient.role == "pipeline"
+    history.close()
+    clients = [SimpleNamespace(name=name, role=role, running=True)
+               for name, role in (("p0", "producer"), ("c0", "consumer"), ("pipe0", "pipeline"))]
+    rng = random.Random(1)
+    assert choose_clients(clients, "pipeline", rng) == [clients[2]]  # type: ignore[arg-type]
+    assert {choose_clients(clients, "random-client", rng)[0].name  # type: ignore[arg-type]
+            for _ in range(50)} == {"p0", "c0", "pipe0"}
+    FAULTS["client-crash"].check_target("pipeline")
+    with pytest.raises(FaultError, match="kill hits a node"):
+        FAULTS["kill"].check_target("pipeline")
 
 
 def test_a_pipeline_needs_a_transactional_history(tmp_path: Path) -> None:
@@ -187,9 +209,12 @@ def test_a_pipeline_killed_mid_transaction_is_fenced_and_its_input_is_written_ex
         killed = pipe.open_transaction
         assert killed is not None
         killed_at = time.monotonic()
-        pipe.kill()
+        crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[producer, pipe])
+        assert crash.choose("pipeline") == [pipe]
+        crash.apply([pipe])
         assert pipe.open_transaction is None  # the harness closed it: unknown
-        pipe.restart()
+        crash.heal([pipe])
+        assert pipe.name == "pipe0.1" and pipe.running
         committed = pipe.outcomes.get("committed", 0)
         wait_for(lambda: pipe.outcomes.get("committed", 0) > committed, 60, "the new process commits")
         resumed_s = time.monotonic() - killed_at

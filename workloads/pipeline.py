@@ -137,7 +137,10 @@ class PipelineLoop:
                 else:
                     self._commit_skipped()
         finally:
-            self.consumer.close()
+            try:
+                self.consumer.close()  # leaves the group at once: the partitions go to the others (or a successor)
+            except KafkaException:
+                pass  # what matters is committed in the transactions already
 
     def _init(self) -> bool:
         """init_transactions until it answers (it fences a predecessor under the same transactional.id, which
