@@ -45,15 +45,14 @@ from workloads.consumer import ConsumerClient, Isolation, consumer_settings, end
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
-from workloads.producer import ProducerClient, outcome, producer_settings, txn_json
+from workloads.producer import STOP_MARGIN_S, ProducerClient, outcome, producer_settings, txn_json
 from workloads.protocol import (BATCH_DONE, NULL, ProtocolError, TxnBegun, as_json_int, completed, completed_fields,
                                 parse, polled, processed, txn_begun, txn_outcome, txn_requested)
 
 log = logging.getLogger(__name__)
 
-CALL_TIMEOUT_S = 10         # send_offsets_to_transaction, committed(): one attempt
+CALL_TIMEOUT_S = 10         # one committed() or admin request
 ISOLATION: Isolation = "read_committed"  # the input: only what its producers committed
-STOP_MARGIN_S = 15          # beyond a transaction's commit, before a stopping pipeline is killed
 
 
 def joined(seq: int, from_producer: str | None, from_seq: int | None, invoke_ns: int) -> str:
