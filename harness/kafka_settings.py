@@ -56,9 +56,9 @@ def check_producer_settings(config: dict[str, Any]) -> None:
     _check_client("producer", "workload.producers.config", config, producer_settings(config, "", "p0"))
 
 
-def check_consumer_settings(config: dict[str, Any], group: str, commit: CommitMode) -> None:
-    _check_client("consumer", "workload.consumers.config", config,
-                  consumer_settings(config, "", "c0", group, commit))
+def check_consumer_settings(config: dict[str, Any], group: str, commit: CommitMode,
+                            where: str = "workload.consumers.config") -> None:
+    _check_client("consumer", where, config, consumer_settings(config, "", "c0", group, commit))
 
 
 def check_broker_settings(config: dict[str, Any], names: ConfigNames) -> None:

@@ -116,7 +116,9 @@ class Trial:
                 PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
                                f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
                                transaction_timeout_ms=txns.timeout_ms if txns is not None else 60_000,
-                               commit_timeout_s=txns.commit_timeout_s if txns is not None else 10)
+                               commit_timeout_s=txns.commit_timeout_s if txns is not None else 10,
+                               processing_ms=pipeline.processing_ms, producer_config=dict(w.producers.config),
+                               consumer_config=dict(pipeline.config))
                 for i in range(pipeline.count)])
         self.observer = LeaderObserver(cluster, topic, history)
         self.topics = {topic: scenario.topic.partitions}
@@ -166,7 +168,7 @@ class Trial:
         self._settle(s.schedule.settle_s)
         if self.workload.pipelines:
             self.progress.phase("pipeline catching up")
-            if not self.workload.drain_pipelines(s.schedule.final_read_timeout_s):
+            if not self.workload.drain_pipelines(s.topic.partitions, s.schedule.final_read_timeout_s):
                 log.warning("the pipeline did not process all its input: the history says how much it left")
         self.workload.stop_consumers()
         self.observer.stop()

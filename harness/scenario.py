@@ -100,6 +100,10 @@ class PipelineModel(Strict):
     output_topic: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$",
                                      description="null: the workload topic's name plus .out")
     group: str = "kchaos-pipeline"
+    processing_ms: float = Field(0, ge=0, le=600_000, description="time each transaction stays open with its "
+                                 "outputs written before it commits (where a crash lands)")
+    config: dict[str, Scalar] = Field({}, description="librdkafka settings of the pipeline's input consumer, "
+                                      "e.g. session.timeout.ms: how soon a crashed instance's partitions move")
 
 
 class WorkloadModel(Strict):
@@ -286,6 +290,13 @@ class Scenario(Strict):
                                  f"transaction.max.timeout.ms={most}: init_transactions would be refused")
         if w.pipeline is not None and self.pipeline_output_topic == self.topic.name:
             raise ValueError("workload.pipeline.output_topic must differ from topic.name (its input)")
+        for i, fault in enumerate(self.faults):
+            for where, target in ((f"faults.{i}", fault.target),
+                                  (f"faults.{i}.then", fault.then.target if fault.then is not None else None)):
+                if target == "pipeline" and w.pipeline is None:
+                    raise ValueError(f"{where}: target pipeline, but the workload has no pipeline")
+                if target == "txn-coordinator" and not w.transactional:
+                    raise ValueError(f"{where}: target txn-coordinator, but the workload has no transactions")
 
     @property
     def pipeline_output_topic(self) -> str:
@@ -299,6 +310,8 @@ class Scenario(Strict):
         w = self.workload
         check_producer_settings(dict(w.producers.config))
         check_consumer_settings(dict(w.consumers.config), w.consumers.group, w.consumers.commit)
+        if w.pipeline is not None:
+            check_consumer_settings(dict(w.pipeline.config), w.pipeline.group, "manual", "workload.pipeline.config")
         if self.cluster.broker_config or self.topic.config:
             try:
                 names = config_names(self.cluster.kafka_version)

@@ -59,6 +59,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("workload: {consumers: {isolation: read_committed, config: {isolation.level: read_committed}}}",
      "set isolation or config.isolation.level, not both"),
     ("workload: {consumers: {isolation: serializable}}", "workload.consumers.isolation"),
+    ("faults: [{kind: client-crash, target: pipeline}]", "faults.0: target pipeline, but the workload has no pipeline"),
+    ("faults: [{kind: pause, target: txn-coordinator}]",
+     "faults.0: target txn-coordinator, but the workload has no transactions"),
+    ("workload: {pipeline: {config: {session.timeout.msec: 6000}}}", "workload.pipeline.config.session.timeout.msec"),
     ("name: [unclosed", "not valid YAML"),
     ("- a list", "a scenario is a mapping"),
 ])

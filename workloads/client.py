@@ -45,7 +45,7 @@ class Client(Protocol):
 
     @property
     def role(self) -> str:
-        """``producer`` or ``consumer``."""
+        """``producer``, ``consumer`` or ``pipeline``."""
 
     @property
     def running(self) -> bool: ...

@@ -35,9 +35,10 @@ class Workload:
     def stop_consumers(self) -> None:
         stop_all(self.consumers)
 
-    def drain_pipelines(self, timeout_s: float) -> bool:
-        """Let every pipeline process what its input holds, then stop it (its last transaction commits)."""
-        caught_up = all([p.wait_caught_up(timeout_s) for p in self.pipelines])
+    def drain_pipelines(self, partitions: int, timeout_s: float) -> bool:
+        """Let every pipeline process what its input (of ``partitions``) holds, then stop it (its last
+        transaction commits)."""
+        caught_up = all([p.wait_caught_up(partitions, timeout_s) for p in self.pipelines])
         stop_all(self.pipelines)
         return caught_up
 
