@@ -4,10 +4,13 @@ the harness's bookkeeping, and workload processes that are killed, stopped or or
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from workloads import protocol
 from workloads.client import WorkloadError
@@ -15,7 +18,7 @@ from workloads.consumer import DEFAULT_ISOLATION, ConsumerClient, consumer_setti
 from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
-from workloads.producer import ProducerClient, outcome
+from workloads.producer import ProducerClient, TransactionalLoop, outcome
 from workloads.protocol import (BatchDone, Completed, End, Hello, Invoked, Polled, Processed, TxnBegun, TxnOutcome,
                                 TxnRequested, Withdrawn)
 from waiting import eventually
@@ -332,6 +335,156 @@ def test_a_restarted_producer_gets_a_new_id_without_colons() -> None:
     assert decode(encode(p.name, 5, 30)) == ("p0.2", 5)
 
 
+# ---------------------------------------------------------------------- the transactional loop, its client faked
+
+
+class FakeTxnProducer:
+    """Stands in for confluent_kafka.Producer: deliveries succeed at once; commit/abort answer from a script."""
+
+    def __init__(self, commits: list[KafkaError | None], aborts: list[KafkaError | None] | None = None,
+                 stall_s: float = 0) -> None:
+        self.commits, self.aborts = list(commits), list(aborts or [])
+        self.stall_s = stall_s
+        self.calls: list[str] = []
+        self._reports: list[tuple[Callable, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._reports)
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, topic: str, key: bytes, value: bytes, partition: int, on_delivery: Callable) -> None:
+        self._reports.append((on_delivery, int(key), partition))
+
+    def poll(self, timeout: float = 0) -> int:
+        reports, self._reports = self._reports, []
+        for callback, seq, partition in reports:
+            callback(None, FakeMsg(seq, partition))
+        return len(reports)
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append("flush")
+        self.poll()
+        return 0
+
+    def _end(self, name: str, script: list[KafkaError | None]) -> None:
+        self.calls.append(name)
+        self.poll()
+        error = script.pop(0) if script else None
+        if error is not None:
+            time.sleep(self.stall_s)
+            raise KafkaException(error)
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._end("commit", self.commits)
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._end("abort", self.aborts)
+
+
+class FakeMsg:
+    def __init__(self, seq: int, partition: int) -> None:
+        self._seq, self._partition = seq, partition
+
+    def key(self) -> bytes:
+        return str(self._seq).encode()
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._seq
+
+
+class Lines:
+    """Stands in for LineOut."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def send(self, lines: list[str]) -> None:
+        self.lines.extend(lines)
+
+
+def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commit_timeout_s: float = 5,
+                    stop: bool = False) -> tuple[list[protocol.Message], KafkaException | None]:
+    """Run the loop on ``fake`` until its first transaction ended: what it said after the hello, what it raised."""
+    spec = {"name": "p0", "topic": "t", "rate": None, "message_bytes": 10, "flush_timeout_s": 1,
+            "bootstrap_servers": NO_BROKER, "config": {},
+            "transactions": {**TXNS, "size": 4, "abort_probability": abort_probability,
+                             "commit_timeout_s": commit_timeout_s}}
+    out, stopping = Lines(), threading.Event()
+    loop = TransactionalLoop(spec, RunClock(), stopping, out)  # type: ignore[arg-type]
+    loop.producer = fake  # type: ignore[assignment]
+    if stop:
+        stopping.set()
+    try:
+        loop._transaction(0, 0, time.monotonic())
+        raised = None
+    except KafkaException as e:
+        raised = e
+    return [protocol.parse(line.encode()) for line in out.lines], raised
+
+
+def intent(said: list[protocol.Message]) -> str:
+    [asked] = [m for m in said if isinstance(m, TxnRequested)]
+    return asked.intent
+
+
+def ended(said: list[protocol.Message]) -> tuple[str, str | None]:
+    [last] = [m for m in said if isinstance(m, TxnOutcome)]
+    return last.outcome, last.error
+
+
+def test_a_transaction_spreads_its_messages_over_the_partitions_and_commits() -> None:
+    fake = FakeTxnProducer(commits=[None])
+    said, raised = one_transaction(fake)
+    assert isinstance(said[0], TxnBegun) and said[0].txn == 0 and raised is None
+    assert [(m.seq, m.partition) for m in said if isinstance(m, Completed)] == [(0, 0), (1, 1), (2, 2), (3, 0)]
+    assert fake.calls == ["begin", "commit"] and intent(said) == "commit" and ended(said) == ("committed", None)
+    assert isinstance(said[-1], TxnOutcome)  # after its messages' completions
+
+
+def test_an_abort_on_purpose_waits_for_its_messages_to_reach_the_log() -> None:
+    fake = FakeTxnProducer(commits=[])
+    said, _ = one_transaction(fake, abort_probability=1.0)
+    assert fake.calls == ["begin", "flush", "abort"]
+    assert intent(said) == "abort" and ended(said) == ("aborted", None)
+
+
+def test_stopping_commits_the_transaction_whatever_the_draw() -> None:
+    said, _ = one_transaction(FakeTxnProducer(commits=[None]), abort_probability=1.0, stop=True)
+    assert intent(said) == "commit" and ended(said) == ("committed", None)
+
+
+def test_a_retriable_commit_is_retried_and_says_so() -> None:
+    fake = FakeTxnProducer(commits=[KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True), None])
+    said, _ = one_transaction(fake)
+    assert fake.calls == ["begin", "commit", "commit"]
+    assert ended(said) == ("committed", "retried after _TIMED_OUT")
+
+
+def test_an_abortable_commit_error_aborts_the_transaction() -> None:
+    fake = FakeTxnProducer(commits=[KafkaError(KafkaError.INVALID_TXN_STATE, "x", txn_requires_abort=True)])
+    said, raised = one_transaction(fake)
+    assert fake.calls == ["begin", "commit", "abort"] and raised is None
+    assert intent(said) == "commit"  # what the application asked for; the outcome says what became of it
+    assert ended(said) == ("aborted", "commit failed: INVALID_TXN_STATE")
+
+
+def test_a_commit_that_never_answers_is_unknown_and_ends_the_producer() -> None:
+    retriable = KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True)
+    said, raised = one_transaction(FakeTxnProducer(commits=[retriable] * 100, stall_s=0.1), commit_timeout_s=0.25)
+    assert ended(said) == ("unknown", "commit did not complete within 0.25s (retried after _TIMED_OUT)")
+    assert raised is not None and raised.args[0].fatal()  # the harness replaces a process that exits so
+
+
+def test_a_fatal_commit_error_is_reported_unknown_before_the_process_ends() -> None:
+    said, raised = one_transaction(FakeTxnProducer(commits=[KafkaError(KafkaError._FENCED, "fenced", fatal=True)]))
+    assert ended(said) == ("unknown", "_FENCED") and raised is not None and raised.args[0].fatal()
+
+
 # ---------------------------------------------------------------------- real processes, no broker
 
 NO_BROKER = "127.0.0.1:9"  # nothing listens: produce() queues, nothing is ever acknowledged
@@ -368,6 +521,26 @@ def test_a_stopped_producer_process_reports_what_is_still_in_flight(tmp_path: Pa
     rows = [json.loads(line) for line in (tmp_path / "sends.jsonl").read_text().splitlines()]
     assert rows and {r["error"] for r in rows} == {"in flight at the end of the run"}
     assert p.failures == [] and not p.running
+
+
+def test_a_transactional_producer_with_no_coordinator_starts_and_stops(tmp_path: Path) -> None:
+    """init_transactions waits for a coordinator after the hello (a replacement may wait for a frozen one);
+    a stop request still ends it cleanly, with no transaction begun."""
+    sends, txns = HistoryWriter(tmp_path / "sends.jsonl"), HistoryWriter(tmp_path / "txns.jsonl")
+    p = ProducerClient("p0", NO_BROKER, "t", {}, sends, RunClock(), rate=100,
+                       transactions={**TXNS, "commit_timeout_s": 1}, txns=txns)
+    p.start()
+    try:
+        p.wait_started()
+        time.sleep(1.5)
+        started = time.monotonic()
+        p.stop()
+        assert time.monotonic() - started < 10
+    finally:
+        p.abort()
+    sends.close()
+    txns.close()
+    assert p.failures == [] and p.outcomes == {} and (tmp_path / "txns.jsonl").read_text() == ""
 
 
 def test_a_workload_process_dies_with_its_harness(tmp_path: Path) -> None:
