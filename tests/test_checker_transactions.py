@@ -330,3 +330,23 @@ def test_a_history_without_transaction_fields_checks_as_before(tmp_path: Path) -
              [final_read(high_watermark=2)])
     results = check(read_history(tmp_path / "history"), TXN)
     assert nonzero(results) == {} and results["counts"]["txns_committed"] == 0
+
+
+def test_the_report_explains_torn_and_hanging_transactions_and_duplicated_outputs(tmp_path: Path) -> None:
+    from rundir.layout import RunDir
+    from verdicts.expect import assess
+    from verdicts.report import write_report
+
+    case = torn()
+    case["events"] = [{**e, "time_ns": 82_000_000_000} for e in case["events"]]  # the read-back comes last
+    case["events"] += [e for e in hanging(80)["events"] if e["kind"] == "stable"]
+    results = run(tmp_path, case)
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
+    assert "p0 transaction 0 (committed)" in page
+    assert "visible to read_committed: 1 (seqs 0); missing: 1 (seqs 1)" in page
+    assert "last stable offset 2 below high watermark 86 for 80.0 s" in page
+    assert "(transaction 0)" in page and "final read_committed" not in page  # the lost one was never visible
+
+    results = run(tmp_path / "pipe", CASES["pipeline_duplicated"]())
+    page = write_report(RunDir(tmp_path / "pipe"), results, None, assess(None, results)).read_text()
+    assert "its output records:" in page and "pipe0/1 from p0/1" in page and "pipe0/2 from p0/1" in page

@@ -54,11 +54,24 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
         rows = []
         for ex in examples:
             send = ex.get("send")
-            if "offset" in ex and "partition" in ex:  # a position (divergent, foreign unexpected)
+            detail = ""
+            if name == "torn_transaction":
+                what = f"{ex.get('producer')} transaction {ex.get('txn')} ({ex.get('outcome')})"
+                detail = (f"visible to read_committed: {ex.get('visible_count')} (seqs {_seqs(ex.get('visible'))}); "
+                          f"missing: {ex.get('missing_count')} (seqs {_seqs(ex.get('missing'))})")
+            elif name == "hanging_transaction":
+                what = f"{ex.get('topic')}-{ex.get('partition')}"
+                context = fault_context(ex.get("from_ns"), faults)
+                detail = (f"last stable offset {ex.get('last_stable_offset')} below high watermark "
+                          f"{ex.get('high_watermark')} for {ex.get('stuck_ms', 0) / 1000:.1f} s, from "
+                          f"{seconds_text(ex.get('from_ns'))}{f' ({context})' if context else ''} to "
+                          f"{seconds_text(ex.get('to_ns'))}")
+            elif "offset" in ex and "partition" in ex:  # a position (divergent, foreign unexpected)
                 what = f"{ex.get('topic')}-{ex.get('partition')} @ offset {ex.get('offset')}"
             else:
                 what = f"{ex.get('producer')}/{ex.get('seq')}" + (f" (group {ex['group']})" if ex.get("group") else "")
-            row: dict[str, Any] = {"what": what, "send": None, "reads": [], "there": []}
+            row: dict[str, Any] = {"what": what, "detail": detail, "send": None, "reads": [], "there": [],
+                                   "outputs": [_read_row(r, faults) for r in ex.get("outputs") or []]}
             if send:
                 latency = (send["complete_ns"] - send["invoke_ns"]) / 1e6 if isinstance(send.get("complete_ns"), int) \
                     and isinstance(send.get("invoke_ns"), int) else None
@@ -67,6 +80,7 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
                     "where": f"{send.get('topic')}-{send.get('partition')} @ {send.get('offset')}"
                              if send.get("partition") is not None else f"{send.get('topic')} (no partition)",
                     "status": send.get("status"), "error": send.get("error"),
+                    "txn": send.get("txn"),
                     "invoked": seconds_text(send.get("invoke_ns")), "completed": seconds_text(send.get("complete_ns")),
                     "latency": f"{latency:.1f} ms" if latency is not None else "—",
                     "context": fault_context(send.get("complete_ns") or send.get("invoke_ns"), faults),
@@ -81,10 +95,16 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
     return sections
 
 
+def _seqs(seqs: Any) -> str:
+    return ", ".join(str(s) for s in seqs or []) or "none"
+
+
 def _read_row(r: dict[str, Any], faults: list[dict[str, Any]]) -> dict[str, Any]:
+    source = f" from {r['from_producer']}/{r['from_seq']}" if r.get("from_producer") is not None else ""
     return {
         "who": f"{r.get('consumer')}" + (f" ({r['group']})" if r.get("group") else ""),
-        "phase": r.get("phase"), "where": f"{r.get('topic')}-{r.get('partition')} @ {r.get('offset')}",
-        "msg": f"{r.get('producer')}/{r.get('seq')}", "time": seconds_text(r.get("time_ns")),
+        "phase": r.get("phase") + (" read_committed" if r.get("isolation") == "read_committed" else ""),
+        "where": f"{r.get('topic')}-{r.get('partition')} @ {r.get('offset')}",
+        "msg": f"{r.get('producer')}/{r.get('seq')}{source}", "time": seconds_text(r.get("time_ns")),
         "context": fault_context(r.get("time_ns"), faults),
     }
