@@ -52,8 +52,12 @@ def _suggest(names: list[str]) -> str:
     return f" (did you mean {' or '.join(names)}?)" if names else ""
 
 
-def check_producer_settings(config: dict[str, Any]) -> None:
-    _check_client("producer", "workload.producers.config", config, producer_settings(config, "", "p0"))
+def check_producer_settings(config: dict[str, Any], transaction_timeout_ms: int | None = None) -> None:
+    """``transaction_timeout_ms``: the producers are transactional, and librdkafka checks the settings as such."""
+    transactions = None if transaction_timeout_ms is None else {
+        "transactional_id": "kchaos-settings-check", "timeout_ms": transaction_timeout_ms}
+    _check_client("producer", "workload.producers.config", config,
+                  producer_settings(config, "", "p0", transactions))
 
 
 def check_consumer_settings(config: dict[str, Any], group: str, commit: CommitMode,

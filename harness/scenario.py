@@ -264,8 +264,8 @@ class Scenario(Strict):
         except ClusterError as e:
             raise ValueError(str(e)) from None
         self._faults_can_act()
-        self._kafka_settings_exist()
         self._transactions_possible()
+        self._kafka_settings_exist()
         return self
 
     def _transactions_possible(self) -> None:
@@ -284,6 +284,11 @@ class Scenario(Strict):
             if producer.get("enable.idempotence") == "false":
                 raise ValueError("workload.transactions needs enable.idempotence: a transactional producer is "
                                  "idempotent")
+            for name in ("message.timeout.ms", "delivery.timeout.ms"):
+                if name in producer and int(producer[name]) > w.transactions.timeout_ms:
+                    raise ValueError(f"workload.producers.config.{name}={producer[name]} is above "
+                                     f"workload.transactions.timeout_ms={w.transactions.timeout_ms}: librdkafka "
+                                     "refuses a message time-out longer than the transaction's")
             most = int(self.cluster.broker_config.get("transaction.max.timeout.ms", 900_000))
             if w.transactions.timeout_ms > most:
                 raise ValueError(f"workload.transactions.timeout_ms={w.transactions.timeout_ms} is above the brokers' "
@@ -308,7 +313,8 @@ class Scenario(Strict):
     def _kafka_settings_exist(self) -> None:
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
         w = self.workload
-        check_producer_settings(dict(w.producers.config))
+        check_producer_settings(dict(w.producers.config),
+                                None if w.transactions is None else w.transactions.timeout_ms)
         check_consumer_settings(dict(w.consumers.config), w.consumers.group, w.consumers.commit)
         if w.pipeline is not None:
             check_consumer_settings(dict(w.pipeline.config), w.pipeline.group, "manual", "workload.pipeline.config")
