@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
 
-FORMAT = "2"  # bump when the layout or the conversion rules change: older caches are rebuilt
+FORMAT = "3"  # bump when the layout or the conversion rules change: older caches are rebuilt
 KEY = "kchaos."
 INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
 
@@ -48,6 +48,10 @@ class ParquetFile:
         """The whole source lines with these numbers, parsed as the reference parses them."""
         return lines_at_marks(self.source, self.marks, numbers)
 
+    def has_values(self, column: str) -> bool:
+        """Some row holds a value (not null) in ``column`` (from the statistics)."""
+        return column in self.value_ranges([column])
+
     def value_ranges(self, columns: Iterable[str]) -> dict[str, tuple[int, int]]:
         """Smallest and largest value of integer columns, from the row groups' statistics (one footer read,
         no rows read). A column holding no value is left out; one where some row group with values kept no
@@ -57,6 +61,8 @@ class ParquetFile:
         ranges: dict[str, tuple[int, int]] = {}
         for column in columns:
             index = schema.get_field_index(column)
+            if index < 0:  # not a column of this file
+                continue
             low, high = None, None
             for g in range(meta.num_row_groups):
                 chunk = meta.row_group(g).column(index)

@@ -5,10 +5,11 @@ The stages, and the jobs they run (only aggregates come back to the driver):
 1. reader: by default sends.jsonl and reads.jsonl are converted to their
    Parquet caches first (columnar.py, cache.py; only when stale, before
    Spark starts, with Arrow, every line held to the reference reader's
-   rules), and Spark reads those with names already as ids; events are read
-   by the driver. Or (``history_format="json"``, or a cache that cannot be
-   written) Spark parses the JSON lines itself (reader.py: one job parses
-   and checks every file; names are given ids in one more small job).
+   rules), and Spark reads those with names already as ids; txns.jsonl too,
+   once the events are read (by the driver, with the reference's reader).
+   Or (``history_format="json"``, or a cache that cannot be written) Spark
+   parses the JSON lines itself (reader.py: one job parses and checks every
+   file; names are given ids in one more small job).
 2. judge: one job builds the message table (one shuffle by (pid, seq)),
    counts it (observed metrics) and caches only its findings, with the
    acks their own final reads do not confirm; the few ambiguous messages are
@@ -16,6 +17,13 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    position table (one shuffle by (tid, partition, offset) of the reads and
    those unconfirmed acks); one runs the reorder window over every ack (the
    acknowledged send lines themselves unless some message was sent twice).
+   With transactions, the message table also judges each transactional
+   message against the read_committed read-back and its transaction's
+   outcome (a broadcast join with txns.jsonl), and keeps the members that
+   read-back lacks; one more job groups those, the members and txns.jsonl by
+   transaction (counts by outcome, torn transactions). Pipelines add their
+   output records to the message grouping, keyed by the input they name.
+   Hanging transactions come from the events, in the driver.
 3. examples, only when something was found: one ranking job, a few small
    lookups, and the lines shown read back from the JSON lines.
 
@@ -25,23 +33,26 @@ tests/test_spark_checker.py holds the two to the same results.
 
 from __future__ import annotations
 
+import heapq
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
-                                repeated_sends_note, results_document)
-from rundir.documents import read_scenario
+                                repeated_sends_note, results_document, transaction_notes)
+from checkers.reference import hanging_partitions
+from rundir.documents import pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
-from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, collect_names, encode, no_reads
-from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, Facts,
-                                  PositionCounts, acked, acked_lines, complete_sql, exact_message_metrics,
-                                  exact_messages, fast_message_metrics, fast_messages, from_fast, message_counts,
-                                  observed, outside_complete_sql, position_metrics, position_table, reordered_table,
-                                  sql_conf, tagged_rows)
+from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
+from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
+                                  Pipeline, PositionCounts, Scope, acked, acked_lines, complete_sql,
+                                  exact_message_metrics, exact_messages, fast_message_metrics, fast_messages,
+                                  from_fast, message_counts, observed, outside_complete_sql, position_metrics,
+                                  position_table, reordered_table, sql_conf, tagged_rows, topic_complete,
+                                  topic_partitions, transaction_table, txn_codes)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import convert_history
@@ -135,26 +146,31 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
     notes = list(history.notes)
     assert history.sends.records is not None
     reads = history.reads.records if history.reads is not None else None
+    txns = history.txns.records if history.txns is not None else None
+    pipes = pipelines(history.events)
     if history.names is not None:  # read from the Parquet caches: already encoded
         names = history.names
-        enc = Encoded(history.sends.records, reads if reads is not None else no_reads(spark), names)
+        enc = Encoded(history.sends.records, reads if reads is not None else no_reads(spark), names, txns)
     else:
-        names = collect_names(history.sends.records, reads, {g for gs in history.committed.values() for g in gs})
-        enc = encode(spark, history.sends.records, reads, names)
-    facts = Facts.of(names, history.complete, history.committed)
+        names = collect_names(history.sends.records, reads, txns,
+                              {g for gs in history.committed.values() for g in gs})
+        enc = encode(spark, history.sends.records, reads, txns, names, sources=bool(pipes))
+    facts = Facts.of(names, history.complete, history.committed, history.complete_committed)
+    scope = scope_of(history, names, pipes)
     ranges = None if history.ranges is None else {  # ids run from 0; the rest as the Parquet statistics say
         **history.ranges, "pid": (0, len(names.producers) - 1), "tid": (0, len(names.topics) - 1)}
-    tagged = tagged_rows(enc.sends, enc.reads)
+    tagged = tagged_rows(enc.sends, enc.reads, scope)
+    codes = txn_codes(enc.txns, spark) if scope.txn else None
     complete = complete_sql(facts)
     cached = []
     try:
         fast_mode = len(names.groups) <= MAX_MASK_GROUPS
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
             if fast_mode:
-                table = fast_messages(tagged, facts, ranges)
+                table = fast_messages(tagged, facts, ranges, scope, codes)
                 found, row = observed(table, fast_message_metrics(complete), FAST_FINDINGS)
             else:  # too many consumer groups for a bit mask: every message the exact way
-                table = exact_messages(tagged, facts, ranges)
+                table = exact_messages(tagged, facts, ranges, scope, codes)
                 found, row = observed(table, exact_message_metrics(complete), EXACT_FINDINGS)
         cached.append(found)
         mc, ambiguous = message_counts(row), int(row["ambiguous"])
@@ -163,7 +179,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         elif ambiguous:
             keys = found.filter("ambiguous").select("pid", "seq")
             rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
-            exact = exact_messages(rows, facts, ranges).persist(StorageLevel.MEMORY_AND_DISK)
+            exact = exact_messages(rows, facts, ranges, scope, codes).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
             mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete)).collect()[0].asDict())
             messages = from_fast(found).unionByName(exact)
@@ -189,6 +205,23 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         cached.append(reordered)
         out_of_order = reordered.count()
 
+        # transactions: counted by outcome, and torn ones found, from the winning sends (the send lines when no
+        # message was sent twice) and the members the read_committed read-back lacks (cached findings)
+        members = (table if repeats else enc.sends).select("pid", "seq", "txn", "status")
+        missing = messages.filter("txn_missing").select("pid", "seq", "txn", "txn_unverifiable")
+        tc = {name: 0 for name in ("txns_committed", "txns_aborted", "txns_unknown", "torn_transaction")}
+        torn: list[dict[str, Any]] = []
+        if scope.txn or enc.txns is not None:
+            if not scope.txn:  # a txns.jsonl, but no send in a transaction
+                members, missing = members.filter("false"), missing.filter("false")
+            with sql_conf(spark, BYPASS_PARTIAL, "false"):  # few transactions: the partial counts pay
+                torn_rows, row = observed(transaction_table(enc.txns, members, missing, ranges), TXN_METRICS, "torn")
+            cached.append(torn_rows)
+            tc = {name: int(row[name]) for name in tc}
+            if tc["torn_transaction"]:
+                torn = [r.asDict() for r in torn_rows.orderBy("pid", "txn").limit(ex.MAX_EXAMPLES).collect()]
+        hanging = hanging_partitions(history.events, promises.hanging_after_ms)
+
         counts = {
             "sent": mc.sent,
             "acked": mc.acked,
@@ -206,28 +239,45 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             "consumer_skipped": mc.consumer_skipped,
             "consumer_redelivered": mc.consumer_redelivered,
             "unknown": mc.unknown,
+            "aborted_read": mc.aborted_read,
+            "torn_transaction": tc["torn_transaction"],
+            "pipeline_lost": mc.pipeline_lost,
+            "pipeline_duplicated": mc.pipeline_duplicated,
+            "hanging_transaction": len(hanging),
             "unknown_found": mc.unknown_found,
             "unknown_not_found": mc.unknown - mc.unknown_found,
             "lost_unverifiable": mc.lost_unverifiable,
+            "txns_committed": tc["txns_committed"],
+            "txns_aborted": tc["txns_aborted"],
+            "txns_unknown": tc["txns_unknown"],
+            "pipeline_unprocessed": mc.pipeline_unprocessed,
+            "pipeline_unverifiable": mc.pipeline_unverifiable,
         }
-        counts = {name: int(counts.get(name, 0)) for name in COUNTS}  # transactions: not judged yet (issue #18)
+        counts = {name: int(counts[name]) for name in COUNTS}
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
-        # incomplete_partitions); with repeated send lines the winning ones decide, from the message table
+        # incomplete_partitions); with repeated send lines the winning ones decide, from the message table; and
+        # every partition the read_committed read-back did not read to the end
         outside = outside_complete_sql(complete)
         named = (partitions_of(table if repeats else enc.sends, outside) if mc.outside_complete else set()) | (
             partitions_of(enc.reads, outside) if pc.outside_complete else set())
         parts = {(names.topics[t], p) for t, p in named} | set(history.complete)
-        incomplete = sorted(p for p in parts if not history.complete.get(p, False))
+        incomplete = sorted({p for p in parts if not history.complete.get(p, False)}
+                            | {p for p, done in history.complete_committed.items() if not done})
 
         notes += judgement_notes(lost_unverifiable=mc.lost_unverifiable,
                                  unordered=0 if promises.ordered else out_of_order,
                                  no_partition=mc.no_partition, foreign_positions=pc.foreign,
                                  ungrouped_live_reads=mc.ungrouped_live_reads)
+        notes += transaction_notes(txns_unknown=counts["txns_unknown"],
+                                   pipeline_unprocessed=counts["pipeline_unprocessed"],
+                                   pipeline_unverifiable=counts["pipeline_unverifiable"])
 
         if any(counts[a] for a in ANOMALIES):
             chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered else None))
             examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
+            examples["torn_transaction"] = ex.torn_examples(spark, torn, members, missing, names)
+            examples["hanging_transaction"] = [hanging[p] for p in heapq.nsmallest(ex.MAX_EXAMPLES, hanging)]
         else:
             examples = {a: [] for a in ANOMALIES}
 
@@ -235,3 +285,13 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
     finally:
         for df in cached:
             df.unpersist()
+
+
+def scope_of(history: SparkHistory, names: Names, pipes: list[tuple[str, str, str]]) -> Scope:
+    """What the judge must work out beyond plain sends and reads: transactions, and each pipeline in ids."""
+    parts = topic_partitions(history.complete, history.complete_committed)
+    tids, gids = names.topic_ids(), names.group_ids()
+    return Scope(txn=history.txn_sends, pipelines=tuple(
+        Pipeline(gid=gids.get(group), input_tid=tids.get(input_topic),
+                 output_complete=topic_complete(output_topic, history.complete_committed, parts))
+        for group, input_topic, output_topic in pipes))

@@ -16,7 +16,7 @@ import io
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from checkers.history import parse_read, parse_send
-from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE
-from rundir.lines import BadLine, HistoryError, LineRules, parse_json_line
+from checkers.history import parse_read, parse_send, parse_txn
+from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE
+from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, BadLine, HistoryError, LineRules, parse_json_line
+from spark_analysis.encode import INTENT_CODES, OUTCOME_CODES
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
 MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file
@@ -41,41 +42,62 @@ STATUS_CODES = ("ok", "fail", "info")  # status is stored as its index here
 
 @dataclass(frozen=True)
 class Layout:
-    """How one history file becomes Parquet: what Arrow reads, what the reference requires, what is stored."""
+    """How one history file becomes Parquet: what Arrow reads, what the reference requires, what is stored.
+
+    ``json_schema`` holds the fields the reference keeps as they are (each one
+    stored, except a field only checked, like a read's consumer); a field the
+    reference keeps only as a flag (a read's isolation: read_committed or not)
+    is read through ``flags`` instead.
+    """
 
     name: str  # sends.jsonl
     parquet_name: str  # sends.parquet
-    json_schema: pa.Schema  # the fields Arrow reads from each line
-    stored: dict[str, tuple[str, str]]  # Parquet column -> (how: copy | a dictionary | status | final, JSON field)
+    json_schema: pa.Schema  # the fields Arrow reads from each line and the reference keeps
+    stored: dict[str, tuple[str, str]]  # Parquet column -> (how: copy | a dictionary | status | code | final, field)
     required: tuple[str, ...]  # JSON fields that may not be null (nor missing)
-    choices: dict[str, tuple[str, ...]]  # JSON field -> its only allowed values
-    present_if_null: str  # a JSON field that may be null but must be there: lines where it is null are re-read
-    paired: tuple[str, str] | None  # two JSON fields that are null together or not at all
+    choices: dict[str, tuple[str, ...]]  # JSON field -> its only allowed values (a null one: see ``optional``)
+    present_if_null: tuple[str, ...]  # fields that may be null but must be there: lines where one is null are re-read
+    paired: tuple[tuple[str, str], ...]  # pairs of JSON fields that are null together or not at all
     parse: Callable[[dict[str, Any], int], Any]  # the reference's parser for one line
-    values: Callable[[Any], tuple[Any, ...]]  # a reference record -> its JSON fields, in json_schema order
+    values: Callable[[Any], tuple[Any, ...]]  # a reference record -> its JSON fields, in ``read_schema`` order
+    # fields among ``choices`` that may be missing or null (a missing one but not a null one, when also in
+    # ``absent_if_null``)
+    optional: tuple[str, ...] = ()
+    absent_if_null: tuple[str, ...] = ()  # fields that may be missing but not null: lines where one is null may be re-read
+    flags: dict[str, tuple[str, str]] = field(default_factory=dict)  # bool Parquet column -> (JSON field, the value)
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """What Arrow reads: ``json_schema``, then the fields behind ``flags`` (strings)."""
+        extra = [(name, pa.string()) for name, _ in self.flags.values() if name not in self.json_schema.names]
+        return pa.schema(list(self.json_schema) + extra)
 
     @property
     def schema(self) -> pa.Schema:
-        """The Parquet schema: the line number, then the stored columns (names as int32 ids)."""
+        """The Parquet schema: the line number, the stored columns (names as int32 ids), then the flags."""
         types = {f.name: f.type for f in self.json_schema}
-        kinds = {"status": pa.int8(), "final": pa.bool_(), **{d: pa.int32() for d in DICTIONARIES}}
-        return pa.schema([("line", LONG)] + [(col, kinds.get(how, types[field]))
-                                             for col, (how, field) in self.stored.items()])
+        kinds = {"status": pa.int8(), "code": pa.int8(), "final": pa.bool_(), **{d: pa.int32() for d in DICTIONARIES}}
+        return pa.schema([("line", LONG)] + [(col, kinds.get(how, types[name]))
+                                             for col, (how, name) in self.stored.items()]
+                         + [(col, pa.bool_()) for col in self.flags])
 
 
 SENDS = Layout(
     name=SENDS_FILE,
     parquet_name="sends.parquet",
     json_schema=pa.schema([("producer", pa.string()), ("seq", LONG), ("topic", pa.string()),
-                           ("partition", LONG), ("offset", LONG), ("status", pa.string())]),
+                           ("partition", LONG), ("offset", LONG), ("status", pa.string()), ("txn", LONG),
+                           ("from_producer", pa.string()), ("from_seq", LONG)]),
     stored={"pid": ("producers", "producer"), "seq": ("copy", "seq"), "tid": ("topics", "topic"),
-            "partition": ("copy", "partition"), "offset": ("copy", "offset"), "status": ("status", "status")},
+            "partition": ("copy", "partition"), "offset": ("copy", "offset"), "status": ("status", "status"),
+            "txn": ("copy", "txn"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq")},
     required=("producer", "seq", "topic", "status"),
     choices={"status": STATUS_CODES},
-    present_if_null="partition",
-    paired=None,
+    present_if_null=("partition",),
+    paired=(("from_producer", "from_seq"),),
     parse=parse_send,
-    values=lambda s: (s.producer, s.seq, s.topic, s.partition, s.offset, s.status),
+    values=lambda s: (s.producer, s.seq, s.topic, s.partition, s.offset, s.status, s.txn, s.from_producer,
+                      s.from_seq),
 )
 
 READS = Layout(
@@ -83,16 +105,36 @@ READS = Layout(
     parquet_name="reads.parquet",
     json_schema=pa.schema([("consumer", pa.string()), ("group", pa.string()), ("phase", pa.string()),
                            ("topic", pa.string()), ("partition", LONG), ("offset", LONG), ("producer", pa.string()),
-                           ("seq", LONG)]),
+                           ("seq", LONG), ("from_producer", pa.string()), ("from_seq", LONG)]),
     stored={"gid": ("groups", "group"), "final": ("final", "phase"), "tid": ("topics", "topic"),
             "partition": ("copy", "partition"), "offset": ("copy", "offset"), "pid": ("producers", "producer"),
-            "seq": ("copy", "seq")},
+            "seq": ("copy", "seq"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq")},
     required=("consumer", "phase", "topic", "partition", "offset"),
-    choices={"phase": ("live", "final")},
-    present_if_null="producer",
-    paired=("producer", "seq"),
+    choices={"phase": ("live", "final"), "isolation": (READ_COMMITTED, READ_UNCOMMITTED)},
+    present_if_null=("producer",),
+    paired=(("producer", "seq"), ("from_producer", "from_seq")),
     parse=parse_read,
-    values=lambda r: (r.consumer, r.group, r.phase, r.topic, r.partition, r.offset, r.producer, r.seq),
+    values=lambda r: (r.consumer, r.group, r.phase, r.topic, r.partition, r.offset, r.producer, r.seq,
+                      r.from_producer, r.from_seq, READ_COMMITTED if r.committed else None),
+    optional=("isolation",),
+    absent_if_null=("isolation",),
+    flags={"committed": ("isolation", READ_COMMITTED)},
+)
+
+TXNS = Layout(
+    name=TXNS_FILE,
+    parquet_name="txns.parquet",
+    json_schema=pa.schema([("producer", pa.string()), ("txn", LONG), ("outcome", pa.string()),
+                           ("intent", pa.string())]),
+    stored={"pid": ("producers", "producer"), "txn": ("copy", "txn"), "outcome": ("code", "outcome"),
+            "intent": ("code", "intent")},
+    required=("producer", "txn", "outcome"),
+    choices={"outcome": OUTCOME_CODES, "intent": INTENT_CODES},
+    present_if_null=(),
+    paired=(),
+    parse=parse_txn,
+    values=lambda t: (t.producer, t.txn, t.outcome, t.intent),
+    optional=("intent",),
 )
 
 
@@ -119,18 +161,21 @@ class Dictionaries:
 
 
 def stored_table(raw: pa.Table, layout: Layout, lines: pa.Array, dictionaries: Dictionaries) -> pa.Table:
-    """The Parquet rows of a table of JSON fields (validated): names to ids, status to its code, phase to final."""
+    """The Parquet rows of a table of JSON fields (validated): names to ids, a choice (status, outcome, intent) to
+    its index in ``choices`` (null stays null), phase to final, and the flags."""
     columns: list[Any] = [lines]
-    for how, field in layout.stored.values():
-        column = raw.column(field)
+    for how, name in layout.stored.values():
+        column = raw.column(name)
         if how == "copy":
             columns.append(column)
-        elif how == "status":
-            columns.append(pc.cast(pc.index_in(column, value_set=pa.array(STATUS_CODES)), pa.int8()))
+        elif how in ("status", "code"):
+            columns.append(pc.cast(pc.index_in(column, value_set=pa.array(layout.choices[name])), pa.int8()))
         elif how == "final":
             columns.append(pc.equal(column, "final"))
         else:
             columns.append(dictionaries.encode(how, column))
+    for name, value in layout.flags.values():
+        columns.append(pc.fill_null(pc.equal(raw.column(name), value), False))
     return pa.table(columns, schema=layout.schema)
 
 
@@ -151,7 +196,7 @@ class Converted:
 
 @dataclass
 class FastBlock:
-    """A block Arrow read on its own; ``recheck`` are rows whose nullable-but-required field is null."""
+    """A block Arrow read on its own; ``recheck`` are rows where a null may be what the reference refuses."""
 
     table: pa.Table  # the JSON fields, as Arrow read them
     lines: int
@@ -201,8 +246,9 @@ def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
       where an integer belongs, a fraction, an integer beyond 64 bits, a key
       given twice. What Arrow cannot tell, a missing field from a null one, is
       checked: required fields must not be null, and the few lines where a field
-      that may be null but must be present is null are parsed again with the
-      reference's parser (``recheck``).
+      that may be null but must be present is null, or where one that may be
+      missing but not null is null while the block may name it, are parsed again
+      with the reference's parser (``recheck``).
 
     Any other block (a cut-off or bad line, blank lines, ``\\r\\n`` endings, a
     repeated key, ...) is read line by line with ``LineRules``, so errors, notes
@@ -220,40 +266,51 @@ def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
     try:
         table = pj.read_json(pa.BufferReader(buffer),
                              read_options=pj.ReadOptions(use_threads=False, block_size=ARROW_BLOCK_BYTES),
-                             parse_options=pj.ParseOptions(explicit_schema=layout.json_schema,
+                             parse_options=pj.ParseOptions(explicit_schema=layout.read_schema,
                                                            unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     if table.num_rows != lines:
         return None
-    for field in layout.required:
-        if table.column(field).null_count:
+    for name in layout.required:
+        if table.column(name).null_count:
             return None
-    for field, allowed in layout.choices.items():
-        if not pc.all(pc.is_in(table.column(field), pa.array(allowed))).as_py():
+    for name, allowed in layout.choices.items():
+        column = table.column(name)
+        if column.null_count == len(column) and name in layout.optional:
+            continue
+        if not pc.all(pc.is_in(column, pa.array(allowed), skip_nulls=True), min_count=0).as_py():
             return None
-    if layout.paired is not None:
-        a, b = (table.column(f) for f in layout.paired)
+    for a, b in (tuple(table.column(f) for f in pair) for pair in layout.paired):
         if a.null_count != b.null_count or (a.null_count and not pc.all(
                 pc.equal(pc.is_null(a), pc.is_null(b))).as_py()):
             return None
-    nullable = table.column(layout.present_if_null)
-    recheck = pc.indices_nonzero(pc.is_null(nullable)).to_pylist() if nullable.null_count else []
-    return FastBlock(table, lines, marks, recheck)
+    recheck: set[int] = set()
+    for name in layout.present_if_null + tuple(f for f in layout.absent_if_null if _may_name(block, f)):
+        column = table.column(name)
+        if column.null_count:
+            recheck.update(pc.indices_nonzero(pc.is_null(column)).to_pylist())
+    return FastBlock(table, lines, marks, sorted(recheck))
+
+
+def _may_name(block: bytes, name: str) -> bool:
+    """Some line of the block may hold the key ``name`` (a key may be spelt with \\u escapes): whether a null
+    there is a JSON null or a missing field, only the reference's parser can tell."""
+    return b'"' + name.encode() + b'"' in block or b"\\u" in block
 
 
 def records_table(records: list[Any], layout: Layout, label: str) -> tuple[pa.Table, pa.Array]:
     """(JSON fields, line numbers) of lines read by the reference's rules; values Parquet cannot hold stop the check."""
     rows = [layout.values(r) for r in records]
     columns = []
-    for i, field in enumerate(layout.json_schema):
+    for i, field in enumerate(layout.read_schema):
         values = [row[i] for row in rows]
         try:
             columns.append(pa.array(values, field.type))
         except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
             line, why = next((r.line, why) for r, v in zip(records, values) if (why := _unstorable(v)))
             raise HistoryError(f"{label} line {line}: field '{field.name}' {why}; check with --engine python") from None
-    return pa.table(columns, schema=layout.json_schema), pa.array([r.line for r in records], LONG)
+    return pa.table(columns, schema=layout.read_schema), pa.array([r.line for r in records], LONG)
 
 
 def _unstorable(value: Any) -> str | None:

@@ -8,8 +8,9 @@ left to check. The records come out already encoded (encode.py): each file
 stores names as its own ids, listed in its footer, which a literal array
 maps to the history's ids (all names in name order), so no job has to look
 for the names and no join puts ids in. Events are few (faults, leader
-observations, commits, final-read marks): the driver reads them with the
-reference reader itself.
+observations, commits, final-read marks, stable samples): the driver reads
+them with the reference reader itself. txns.jsonl, one line per transaction
+(a million in a run of ten-message transactions), has a cache of its own.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from checkers.anomalies import CUT_SHORT_NOTE
-from rundir.documents import committed_offsets, final_read_completeness, read_events
+from rundir.documents import committed_offsets, read_events
 from rundir.layout import require_history
 
 from spark_analysis.cache import ParquetFile, cached
-from spark_analysis.columnar import DICTIONARIES, READS, SENDS, Layout
+from spark_analysis.columnar import DICTIONARIES, READS, SENDS, TXNS, Layout
 from spark_analysis.encode import Names, sorted_names
-from spark_analysis.reader import SparkHistory
+from spark_analysis.reader import SparkHistory, history_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -65,7 +65,11 @@ def convert_history(history_dir: Path) -> dict[str, ParquetFile | None] | None:
 
 def read_history(spark: "SparkSession", history_dir: Path,
                  files: dict[str, ParquetFile | None] | None = None) -> SparkHistory | None:
-    """The history from its caches (``files`` from ``convert_history``, or converted here); None: no cache."""
+    """The history from its caches (``files`` from ``convert_history``, or converted here); None: no cache.
+
+    txns.jsonl is converted here, after the events are read: the reference reads it last, so a bad line there
+    must not be reported before a bad event.
+    """
     if files is None:
         files = convert_history(history_dir)
         if files is None:
@@ -76,24 +80,30 @@ def read_history(spark: "SparkSession", history_dir: Path,
         assert file is not None  # require_history: both are there
         notes += file.notes
     events = read_events(history_dir, notes)
-    any_final = any(e["kind"] == "final-read" for e in events)
-    if not any_final:
-        notes.append(CUT_SHORT_NOTE)
-    committed = dict(committed_offsets(events))
-    present = [f for f in files.values() if f is not None]
+    txns_file = None
+    if (history_dir / TXNS.name).is_file():
+        txns_file = cached(history_dir / TXNS.name, TXNS, f"{history_dir.name}/{TXNS.name}")
+        if txns_file is None:
+            return None
+        notes += txns_file.notes
+    present = [f for f in (*files.values(), txns_file) if f is not None]
+    committed = committed_offsets(events)
     names = Names(*(sorted_names({n for f in present for n in f.names[kind]}) for kind in DICTIONARIES[:2]),
                   sorted_names({n for f in present for n in f.names["groups"]}
                                | {g for groups in committed.values() for g in groups}))
-    sources = {name: None if file is None else ParquetSource(file, _records(spark, file, layout, names))
-               for layout in (SENDS, READS) for name, file in [(layout.name, files[layout.name])]}
-    sends = sources[SENDS.name]
-    assert sends is not None
-    return SparkHistory(sends=sends, reads=sources[READS.name], events=None, notes=notes, cut_short=not any_final,
-                        complete=final_read_completeness(events), committed=committed, names=names,
-                        ranges=value_ranges(present, RANGED))
+    sends, reads = (ParquetSource(file, _records(spark, file, layout, names))
+                    for layout, file in ((SENDS, files[SENDS.name]), (READS, files[READS.name])))
+    txns = None if txns_file is None else ParquetSource(txns_file, _records(spark, txns_file, TXNS, names))
+    ranges = value_ranges(present, RANGED)
+    if "fseq" in ranges:  # an output record's source seq groups with the messages (judge.tagged_rows)
+        low, high = ranges.pop("fseq")
+        ranges["seq"] = (min(low, ranges.get("seq", (low, high))[0]), max(high, ranges.get("seq", (low, high))[1]))
+    return history_of(sends, reads, txns, events, notes, txn_sends=files[SENDS.name].has_values("txn"),
+                      names=names, ranges=ranges)
 
 
-RANGED = ("seq", "partition", "offset")  # the columns the judge packs into one grouping key when their ranges allow
+# the columns the judge packs into one grouping key when their ranges allow
+RANGED = ("seq", "partition", "offset", "txn", "fseq")
 
 
 def value_ranges(files: list[ParquetFile], columns: tuple[str, ...]) -> dict[str, tuple[int, int]]:
@@ -118,6 +128,7 @@ def _records(spark: "SparkSession", file: ParquetFile, layout: Layout, names: Na
             columns.append(_to_history_ids(column, file.names[how], getattr(names, how)).alias(column))
         else:
             columns.append(F.col(column))
+    columns += [F.col(column) for column in layout.flags]
     return spark.read.schema(ddl).parquet(str(file.path)).select(*columns)
 
 

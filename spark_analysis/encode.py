@@ -26,10 +26,16 @@ Part = tuple[str, int]
 
 STATUS_CODES = {"ok": 0, "fail": 1, "info": 2}
 OK, FAIL, INFO = 0, 1, 2
+OUTCOME_CODES = ("committed", "aborted", "unknown")  # a transaction's outcome is stored as its index here
+INTENT_CODES = ("commit", "abort")  # what the application asked for (null: nothing), stored as its index
 MAX_MASK_GROUPS = 64  # consumer groups whose ids fit a bit mask in one 64-bit long
 
-SENDS_COLUMNS = "_key bigint, pid int, seq bigint, tid int, `partition` bigint, `offset` bigint, status tinyint"
-READS_COLUMNS = "_key bigint, gid int, final boolean, tid int, `partition` bigint, `offset` bigint, pid int, seq bigint"
+SENDS_COLUMNS = ("_key bigint, pid int, seq bigint, tid int, `partition` bigint, `offset` bigint, status tinyint, "
+                 "txn bigint")
+# committed: read with isolation read_committed; fpid, fseq: the input a pipeline's output record was made from
+READS_COLUMNS = ("_key bigint, gid int, final boolean, tid int, `partition` bigint, `offset` bigint, pid int, "
+                 "seq bigint, committed boolean, fpid int, fseq bigint")
+TXNS_COLUMNS = "_key bigint, pid int, txn bigint, outcome tinyint, intent tinyint"  # codes: OUTCOME_CODES, INTENT_CODES
 
 
 @dataclass
@@ -49,19 +55,24 @@ class Names:
 
 @dataclass
 class Encoded:
-    """The history with ids: sends (SENDS_COLUMNS), reads (READS_COLUMNS), and the names behind the ids."""
+    """The history with ids: sends (SENDS_COLUMNS), reads (READS_COLUMNS), txns (TXNS_COLUMNS; None: no
+    txns.jsonl), and the names behind the ids."""
 
     sends: "DataFrame"
     reads: "DataFrame"
     names: Names
+    txns: "DataFrame | None" = None
 
 
-def collect_names(sends: "DataFrame", reads: "DataFrame | None", extra_groups: set[str]) -> Names:
+def collect_names(sends: "DataFrame", reads: "DataFrame | None", txns: "DataFrame | None",
+                  extra_groups: set[str]) -> Names:
     """Every producer, topic and group named in the history, in one job (plus the groups of commit events)."""
     parts = [sends.selectExpr("0 AS kind", "producer AS name"), sends.selectExpr("1 AS kind", "topic AS name")]
     if reads is not None:
         parts += [reads.selectExpr("0 AS kind", "producer AS name"), reads.selectExpr("1 AS kind", "topic AS name"),
-                  reads.selectExpr("2 AS kind", "grp AS name")]
+                  reads.selectExpr("2 AS kind", "grp AS name"), reads.selectExpr("0 AS kind", "from_producer AS name")]
+    if txns is not None:
+        parts.append(txns.selectExpr("0 AS kind", "producer AS name"))
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
@@ -125,8 +136,12 @@ def no_reads(spark: "SparkSession") -> "DataFrame":
     return spark.createDataFrame([], READS_COLUMNS)
 
 
-def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", names: Names) -> Encoded:
-    """Replace names by ids, status by a code (0 ok, 1 fail, 2 info) and phase by ``final``."""
+def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", txns: "DataFrame | None",
+           names: Names, sources: bool) -> Encoded:
+    """Replace names by ids, status by a code (0 ok, 1 fail, 2 info) and phase by ``final``.
+
+    ``sources``: the judge needs the inputs of output records (fpid): only then is from_producer looked up.
+    """
     from pyspark.sql import functions as F
 
     producers = F.broadcast(literal_table(spark, [("pid", "int"), ("producer", "string")],
@@ -136,11 +151,19 @@ def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None",
     status = F.expr(" ".join(["CASE status"] + [f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items()] + ["END"]))
     enc_sends = (sends.join(producers, "producer")
                  .select("_key", "pid", "seq", topic_id.cast("int").alias("tid"), "partition", "offset",
-                         status.cast("tinyint").alias("status")))
+                         status.cast("tinyint").alias("status"), "txn"))
     if reads is None:
         enc_reads = no_reads(spark)
     else:
+        if sources:
+            reads = reads.join(producers.withColumnsRenamed({"pid": "fpid", "producer": "from_producer"}),
+                               "from_producer", "left")
+        else:
+            reads = reads.withColumn("fpid", F.lit(None).cast("int"))
         enc_reads = (reads.join(producers, "producer", "left")
                      .select("_key", group_id.cast("int").alias("gid"), F.expr("phase = 'final'").alias("final"),
-                             topic_id.cast("int").alias("tid"), "partition", "offset", "pid", "seq"))
-    return Encoded(sends=enc_sends, reads=enc_reads, names=names)
+                             topic_id.cast("int").alias("tid"), "partition", "offset", "pid", "seq", "committed",
+                             "fpid", F.col("from_seq").alias("fseq")))
+    enc_txns = None if txns is None else txns.join(producers, "producer").select(
+        "_key", "pid", "txn", "outcome", "intent")
+    return Encoded(sends=enc_sends, reads=enc_reads, names=names, txns=enc_txns)

@@ -27,7 +27,8 @@ from checkers.anomalies import ANOMALIES
 from rundir.lines import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
-from spark_analysis.encode import Names, literal_table, sql_in
+from spark_analysis.encode import FAIL, Names, literal_table, sql_in
+from spark_analysis.judge import outcome_name
 from spark_analysis.reader import FileRead, Source, text_lines
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ Msg = tuple[int, int]  # (pid, seq)
 Pos = tuple[int, int, int]  # (tid, partition, offset)
 
 # Message anomalies flagged by a boolean column of the message table.
-FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "unknown")
+FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "unknown", "aborted_read",
+           "pipeline_lost", "pipeline_duplicated")
 
 
 def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None") -> "DataFrame":
@@ -87,6 +89,8 @@ def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], rea
     """The examples of results.json for the chosen findings, with their whole send and read lines."""
     wanted_msgs = {(r["s1"], r["n1"]) for rs in chosen.values() for r in rs if r["kind"] == 0}
     wanted_pos = {(r["s1"], r["n1"], r["n2"]) for rs in chosen.values() for r in rs if r["kind"] == 1}
+    outputs = _outputs(spark, reads, {(r["s1"], r["n1"]) for r in chosen["pipeline_duplicated"]})
+    wanted_pos |= {pos for positions in outputs.values() for pos in positions}
     msg_send = {(r["s1"], r["n1"]): r["send_key"] for rs in chosen.values() for r in rs
                 if r["kind"] == 0 and r["send_key"] is not None}
     msg_reads, pos_reads, pos_msgs, pos_acks = _lookups(spark, reads, acks, wanted_msgs, wanted_pos)
@@ -115,8 +119,56 @@ def examples(spark: "SparkSession", chosen: dict[str, list[dict[str, Any]]], rea
                 "send": send_lines.get(pos_send[pos]) if pos in pos_send else None,
                 "reads": [read_lines[k] for k in pos_reads.get(pos, []) if k in read_lines]}
 
-    return {a: [message_example(r) if r["kind"] == 0 else position_example(r, a) for r in chosen[a]]
-            for a in ANOMALIES}
+    found = {a: [message_example(r) if r["kind"] == 0 else position_example(r, a) for r in chosen[a]]
+             for a in ANOMALIES}
+    for r, example in zip(chosen["pipeline_duplicated"], found["pipeline_duplicated"]):
+        example["outputs"] = [read_lines[k] for pos in outputs[(r["s1"], r["n1"])] for k in pos_reads.get(pos, [])[:1]
+                              if k in read_lines]
+    return found
+
+
+def _outputs(spark: "SparkSession", reads: "DataFrame", msgs: set[Msg]) -> dict[Msg, list[Pos]]:
+    """The positions of each input message's output records in the read_committed read-back, in order (the
+    reference's ``outputs``, shown with a pipeline_duplicated example)."""
+    from pyspark.sql import functions as F
+
+    if not msgs:
+        return {}
+    keys = literal_table(spark, [("fpid", "int"), ("fseq", "bigint")], sorted(msgs))
+    rows = (reads.filter("pid IS NOT NULL AND final AND committed").join(F.broadcast(keys), ["fpid", "fseq"], "left_semi")
+            .select("fpid", "fseq", "tid", "partition", "offset").distinct().collect())
+    found: dict[Msg, list[Pos]] = {msg: [] for msg in msgs}
+    for r in rows:
+        found[(r["fpid"], r["fseq"])].append((r["tid"], r["partition"], r["offset"]))
+    return {msg: sorted(positions) for msg, positions in found.items()}
+
+
+def torn_examples(spark: "SparkSession", torn: list[dict[str, Any]], members: "DataFrame", missing: "DataFrame",
+                  names: Names) -> list[dict[str, Any]]:
+    """The reference's torn_transaction examples for these rows of ``judge.transaction_table`` (the smallest
+    (pid, txn) first): the seqs read_committed readers saw and those they did not, 20 of each, smallest first.
+
+    ``members`` and ``missing`` are those ``transaction_table`` was given; the
+    visible members are the members not missing. One job for all of them.
+    """
+    from pyspark.sql import Window, functions as F
+
+    if not torn:
+        return []
+    keys = F.broadcast(literal_table(spark, [("pid", "int"), ("txn", "bigint")], [(t["pid"], t["txn"]) for t in torn]))
+    lacking = missing.join(keys, ["pid", "txn"], "left_semi").select("pid", "seq", "txn")
+    seen = (members.filter(f"txn IS NOT NULL AND status <> {FAIL}").join(keys, ["pid", "txn"], "left_semi")
+            .select("pid", "seq", "txn").join(lacking, ["pid", "seq", "txn"], "left_anti"))
+    first = Window.partitionBy("missing", "pid", "txn").orderBy("seq")
+    rows = (seen.withColumn("missing", F.lit(False)).unionByName(lacking.withColumn("missing", F.lit(True)))
+            .withColumn("_n", F.row_number().over(first)).filter(F.col("_n") <= MAX_EXAMPLES).collect())
+    seqs: dict[tuple[bool, int, int], list[int]] = defaultdict(list)
+    for r in rows:
+        seqs[(r["missing"], r["pid"], r["txn"])].append(r["seq"])
+    return [{"producer": names.producers[t["pid"]], "txn": t["txn"], "outcome": outcome_name(t["code"]),
+             "visible_count": t["members"] - t["missing"], "missing_count": t["missing"],
+             "visible": sorted(seqs[(False, t["pid"], t["txn"])]), "missing": sorted(seqs[(True, t["pid"], t["txn"])])}
+            for t in torn]
 
 
 def _lookups(spark: "SparkSession", reads: "DataFrame", acks: "DataFrame", msgs: set[Msg], positions: set[Pos]) \

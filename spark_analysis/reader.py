@@ -42,10 +42,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from checkers.anomalies import CUT_SHORT_NOTE
-from checkers.history import parse_read, parse_send
-from rundir.documents import read_events
-from rundir.layout import EVENTS as EVENTS_FILE, READS as READS_FILE, SENDS as SENDS_FILE, require_history
-from rundir.lines import HistoryError, LineRules, parse_event
+from checkers.history import parse_read, parse_send, parse_txn
+from rundir.documents import committed_offsets, final_read_completeness, read_events
+from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE, require_history
+from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, HistoryError, LineRules
+
+from spark_analysis.encode import INTENT_CODES, OUTCOME_CODES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +85,7 @@ def _is(column: str, *types: str) -> str:
 
 @dataclass(frozen=True)
 class FileKind:
-    """How one history file is parsed, checked and typed (the reference's parse_send/parse_read/parse_event)."""
+    """How one history file is parsed, checked and typed (the reference's parse_send/parse_read/parse_txn)."""
 
     name: str  # sends.jsonl ...
     schema: str  # from_json schema, DDL
@@ -92,36 +94,50 @@ class FileKind:
     output_types: dict[str, str]  # output column -> Spark type, for lines parsed in the driver
     parse: Callable[[dict[str, Any], int], Any]  # the reference's parser for one line
     to_row: Callable[[Any], dict[str, Any]]  # reference record -> output columns
+    # (SQL over the output columns, the same over one row as a dict): a row that makes the history transactional
+    flag: tuple[str, Callable[[dict[str, Any]], bool]] | None = None
 
 
 def _send_row(s: Any) -> dict[str, Any]:
     return {"producer": s.producer, "seq": s.seq, "topic": s.topic, "partition": s.partition,
-            "offset": s.offset, "status": s.status}
+            "offset": s.offset, "status": s.status, "txn": s.txn}
 
 
 def _read_row(r: Any) -> dict[str, Any]:
     return {"grp": r.group, "phase": r.phase, "topic": r.topic, "partition": r.partition, "offset": r.offset,
-            "producer": r.producer, "seq": r.seq}
+            "producer": r.producer, "seq": r.seq, "committed": r.committed, "from_producer": r.from_producer,
+            "from_seq": r.from_seq}
 
 
-def _event_row(e: dict[str, Any]) -> dict[str, Any]:
-    kind = e["kind"]
-    known = kind in ("final-read", "committed")
-    return {"kind": kind,
-            "topic": e.get("topic") if known else None,
-            "partition": e.get("partition") if known else None,
-            "complete": e.get("complete") if kind == "final-read" else None,
-            "grp": e.get("group") if kind == "committed" else None,
-            "offset": e.get("offset") if kind == "committed" else None}
+def _txn_row(t: Any) -> dict[str, Any]:
+    return {"producer": t.producer, "txn": t.txn, "outcome": OUTCOME_CODES.index(t.outcome),
+            "intent": None if t.intent is None else INTENT_CODES.index(t.intent)}
+
+
+def _null(column: str) -> str:
+    """SQL: a VARIANT field is missing or null."""
+    return f"({column} IS NULL OR {_is(column, 'VOID')})"
+
+
+def _source_ok(j: str = "j") -> str:
+    """SQL: from_producer (a string) and from_seq are both set, or both null or missing (the reference's _source)."""
+    return (f"({j}.from_producer IS NULL OR {_is(j + '.from_producer', 'STRING', 'VOID')})"
+            f" AND {_null(j + '.from_producer')} = ({j}.from_seq IS NULL)")
+
+
+def _choice(column: str, values: tuple[str, ...]) -> str:
+    """SQL: a VARIANT field is one of these strings."""
+    listed = ", ".join(f"'{v}'" for v in values)
+    return f"({_is(column, 'STRING')} AND coalesce(try_variant_get({column}, '$', 'string') IN ({listed}), false))"
 
 
 SENDS = FileKind(
     name=SENDS_FILE,
     schema="producer VARIANT, seq BIGINT, topic VARIANT, `partition` VARIANT, `offset` BIGINT, status STRING, "
-           "_corrupt STRING",
+           "txn BIGINT, from_producer VARIANT, from_seq BIGINT, _corrupt STRING",
     good=" AND ".join([
         _is("j.producer", "STRING"), "j.seq IS NOT NULL", _is("j.topic", "STRING"),
-        _is("j.`partition`", "BIGINT", "VOID"), "coalesce(j.status IN ('ok', 'fail', 'info'), false)",
+        _is("j.`partition`", "BIGINT", "VOID"), "coalesce(j.status IN ('ok', 'fail', 'info'), false)", _source_ok(),
     ]),
     columns={
         "producer": "try_variant_get(j.producer, '$', 'string')",
@@ -130,23 +146,27 @@ SENDS = FileKind(
         "partition": "try_variant_get(j.`partition`, '$', 'bigint')",
         "offset": "j.`offset`",
         "status": "j.status",
+        "txn": "j.txn",
     },
     output_types={"producer": "string", "seq": "bigint", "topic": "string", "partition": "bigint",
-                  "offset": "bigint", "status": "string"},
+                  "offset": "bigint", "status": "string", "txn": "bigint"},
     parse=parse_send,
     to_row=_send_row,
+    flag=("txn IS NOT NULL", lambda row: row["txn"] is not None),
 )
 
 READS = FileKind(
     name=READS_FILE,
     schema="consumer VARIANT, `group` VARIANT, phase STRING, topic VARIANT, `partition` BIGINT, `offset` BIGINT, "
-           "producer VARIANT, seq VARIANT, _corrupt STRING",
+           "producer VARIANT, seq VARIANT, isolation VARIANT, from_producer VARIANT, from_seq BIGINT, "
+           "_corrupt STRING",
     good=" AND ".join([
         _is("j.consumer", "STRING"), "(j.`group` IS NULL OR " + _is("j.`group`", "STRING", "VOID") + ")",
         "coalesce(j.phase IN ('live', 'final'), false)", _is("j.topic", "STRING"),
         "j.`partition` IS NOT NULL", "j.`offset` IS NOT NULL",
         _is("j.producer", "STRING", "VOID"), _is("j.seq", "BIGINT", "VOID"),
         "(" + _is("j.producer", "VOID") + " = " + _is("j.seq", "VOID") + ")",
+        f"(j.isolation IS NULL OR {_choice('j.isolation', (READ_COMMITTED, READ_UNCOMMITTED))})", _source_ok(),
     ]),
     columns={
         "grp": "try_variant_get(j.`group`, '$', 'string')",
@@ -156,40 +176,41 @@ READS = FileKind(
         "offset": "j.`offset`",
         "producer": "try_variant_get(j.producer, '$', 'string')",
         "seq": "try_variant_get(j.seq, '$', 'bigint')",
+        "committed": f"coalesce(try_variant_get(j.isolation, '$', 'string') = '{READ_COMMITTED}', false)",
+        "from_producer": "try_variant_get(j.from_producer, '$', 'string')",
+        "from_seq": "j.from_seq",
     },
     output_types={"grp": "string", "phase": "string", "topic": "string", "partition": "bigint", "offset": "bigint",
-                  "producer": "string", "seq": "bigint"},
+                  "producer": "string", "seq": "bigint", "committed": "boolean", "from_producer": "string",
+                  "from_seq": "bigint"},
     parse=parse_read,
     to_row=_read_row,
 )
 
-_KIND = "try_variant_get(j.kind, '$', 'string')"
-EVENTS = FileKind(
-    name=EVENTS_FILE,
-    schema="kind VARIANT, topic VARIANT, `partition` VARIANT, complete VARIANT, high_watermark VARIANT, "
-           "`group` VARIANT, `offset` VARIANT, _corrupt STRING",
+
+def _codes(column: str, values: tuple[str, ...]) -> str:
+    """SQL: a string's index in ``values`` (null for null)."""
+    whens = " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(values))
+    return f"CAST(CASE {column} {whens} END AS TINYINT)"
+
+
+TXNS = FileKind(
+    name=TXNS_FILE,
+    schema="producer VARIANT, txn BIGINT, outcome STRING, intent VARIANT, _corrupt STRING",
     good=" AND ".join([
-        _is("j.kind", "STRING"),
-        f"(coalesce({_KIND} <> 'final-read', true) OR ("
-        + " AND ".join([_is("j.topic", "STRING"), _is("j.`partition`", "BIGINT"), _is("j.complete", "BOOLEAN"),
-                        "(j.high_watermark IS NULL OR " + _is("j.high_watermark", "BIGINT", "VOID") + ")"]) + "))",
-        f"(coalesce({_KIND} <> 'committed', true) OR ("
-        + " AND ".join([_is("j.`group`", "STRING"), _is("j.topic", "STRING"), _is("j.`partition`", "BIGINT"),
-                        _is("j.`offset`", "BIGINT", "VOID")]) + "))",
+        _is("j.producer", "STRING"), "j.txn IS NOT NULL",
+        f"coalesce(j.outcome IN ({', '.join(repr(o) for o in OUTCOME_CODES)}), false)",
+        f"({_null('j.intent')} OR {_choice('j.intent', INTENT_CODES)})",
     ]),
     columns={
-        "kind": _KIND,
-        "topic": f"CASE WHEN {_KIND} IN ('final-read', 'committed') THEN try_variant_get(j.topic, '$', 'string') END",
-        "partition": f"CASE WHEN {_KIND} IN ('final-read', 'committed') "
-                     "THEN try_variant_get(j.`partition`, '$', 'bigint') END",
-        "complete": f"CASE WHEN {_KIND} = 'final-read' THEN try_variant_get(j.complete, '$', 'boolean') END",
-        "grp": f"CASE WHEN {_KIND} = 'committed' THEN try_variant_get(j.`group`, '$', 'string') END",
-        "offset": f"CASE WHEN {_KIND} = 'committed' THEN try_variant_get(j.`offset`, '$', 'bigint') END",
+        "producer": "try_variant_get(j.producer, '$', 'string')",
+        "txn": "j.txn",
+        "outcome": _codes("j.outcome", OUTCOME_CODES),
+        "intent": _codes("try_variant_get(j.intent, '$', 'string')", INTENT_CODES),
     },
-    output_types={"kind": "string", "topic": "string", "partition": "bigint", "complete": "boolean",
-                  "grp": "string", "offset": "bigint"},
-    parse=parse_event,
-    to_row=_event_row,
+    output_types={"producer": "string", "txn": "bigint", "outcome": "tinyint", "intent": "tinyint"},
+    parse=parse_txn,
+    to_row=_txn_row,
 )
 
 
@@ -221,6 +242,7 @@ class FileRead:
     records: "DataFrame | None"  # _key + the kind's columns, one row per valid line (None: file missing)
     cached: list["DataFrame"] = field(default_factory=list)
     block_rows: list[tuple[int, int]] = field(default_factory=list)  # (block start, lines in it), sorted
+    flagged_rows: bool = False  # some valid line meets the kind's ``flag``
 
     def line_number(self, key: int, block: int) -> int:
         """1-based line number of the line with position key ``key`` in the block starting at ``block``."""
@@ -255,7 +277,8 @@ def prepare_file(spark: "SparkSession", path: Path, label: str, kind: FileKind) 
 def block_stats(files: list[FileRead]) -> list[list[tuple[int, int, int, int, int | None]]]:
     """Per file, per block in file order: (start, lines, first row number, flagged lines, last valid line's key).
 
-    One job for all the files: it parses them and fills their caches.
+    One job for all the files: it parses them and fills their caches. It also
+    sets each file's ``flagged_rows``: whether a valid line meets its kind's ``flag``.
     """
     from pyspark.sql import functions as F
 
@@ -264,7 +287,8 @@ def block_stats(files: list[FileRead]) -> list[list[tuple[int, int, int, int, in
     per_file = [f.cached[0].groupBy("_blk").agg(
         F.lit(i).alias("file"), F.count(F.lit(1)).alias("n"), F.expr("min(_key - _blk)").alias("min_row"),
         F.count_if(F.col("_flag")).alias("flagged"),
-        F.expr("max(_key) FILTER (WHERE NOT _blank AND NOT _flag)").alias("last_good"))
+        F.expr("max(_key) FILTER (WHERE NOT _blank AND NOT _flag)").alias("last_good"),
+        F.expr(f"coalesce(bool_or({f.kind.flag[0]}), false)" if f.kind.flag else "false").alias("flag"))
         for i, f in enumerate(files)]
     union = per_file[0]
     for df in per_file[1:]:
@@ -272,6 +296,7 @@ def block_stats(files: list[FileRead]) -> list[list[tuple[int, int, int, int, in
     stats: list[list[tuple[int, int, int, int, int | None]]] = [[] for _ in files]
     for r in sorted(union.collect(), key=lambda r: (r["file"], r["_blk"])):
         stats[r["file"]].append((r["_blk"], r["n"], r["min_row"], r["flagged"], r["last_good"]))
+        files[r["file"]].flagged_rows |= r["flag"]
     return stats
 
 
@@ -329,7 +354,9 @@ def _judge_flagged(spark: "SparkSession", table: "DataFrame", file: FileRead, la
                     raise HistoryError(f"{file.label} line {number}: {unparsed[1]}")
                 continue
             for record in records:
-                accepted.append({"_key": key, **_representable(kind.to_row(record), file.label, number)})
+                row = _representable(kind.to_row(record), file.label, number)
+                accepted.append({"_key": key, **row})
+                file.flagged_rows |= kind.flag is not None and kind.flag[1](row)
             if len(accepted) > MAX_FALSE_ALARMS:
                 raise HistoryError(f"{file.label}: more than {MAX_FALSE_ALARMS} lines are valid but unusual in "
                                    "ways the Spark reader settles one by one; check with --engine python")
@@ -373,82 +400,69 @@ class SparkHistory:
     """A run's history as DataFrames, with the reference reader's notes (missing files, dropped lines, cut short).
 
     The sources are ``FileRead`` (the JSON lines read by Spark) or
-    ``columnar_reader.ParquetSource`` (their Parquet caches).
+    ``columnar_reader.ParquetSource`` (their Parquet caches). Events are few:
+    the driver reads them with the reference's reader, and keeps what the
+    judge needs from them.
     """
 
     sends: Source
     reads: Source | None
-    events: Source | None
+    txns: Source | None  # txns.jsonl (None: there is none)
+    events: list[dict[str, Any]]
     notes: list[str]
     cut_short: bool
     complete: dict[tuple[str, int], bool]  # per partition with a final-read event: did some read-back finish?
+    complete_committed: dict[tuple[str, int], bool]  # the same for the read_committed read-back
     committed: dict[tuple[str, int], dict[str, int]]  # per partition: group -> committed offset
+    txn_sends: bool  # some send names a transaction
     names: "Names | None" = None  # set when the records are already encoded (encode.py): the names behind the ids
     # (low, high) of integer columns over all records, when known without a job (Parquet statistics); a column
     # missing here holds no value
     ranges: dict[str, tuple[int, int]] | None = None
 
     def unpersist(self) -> None:
-        for f in (self.sends, self.reads, self.events):
+        for f in (self.sends, self.reads, self.txns):
             if f is not None:
                 f.unpersist()
 
 
+def history_of(sends: Source, reads: Source | None, txns: Source | None, events: list[dict[str, Any]],
+               notes: list[str], txn_sends: bool, **encoded: Any) -> SparkHistory:
+    """The SparkHistory of these sources and events, with the reference reader's cut-short note."""
+    cut_short = not any(e["kind"] == "final-read" for e in events)
+    if cut_short:
+        notes.append(CUT_SHORT_NOTE)
+    return SparkHistory(sends=sends, reads=reads, txns=txns, events=events, notes=notes, cut_short=cut_short,
+                        complete=final_read_completeness(events),
+                        complete_committed=final_read_completeness(events, committed=True),
+                        committed=dict(committed_offsets(events)), txn_sends=txn_sends, **encoded)
+
+
 def read_history(spark: "SparkSession", history_dir: Path) -> SparkHistory:
-    """Read the three files; sends and reads must hold something (require_history), a missing events.jsonl is
-    noted, as in the reference."""
+    """Read the history files in the reference's order: sends and reads (require_history: both hold something),
+    events (a missing file is noted), txns.jsonl when there is one."""
     require_history(history_dir)
     label = history_dir.name
     files: dict[str, FileRead | None] = {}
     try:
-        for kind in (SENDS, READS, EVENTS):
+        for kind in (SENDS, READS, TXNS):
             path = history_dir / kind.name
             files[kind.name] = prepare_file(spark, path, f"{label}/{kind.name}", kind) if path.is_file() else None
         present = [f for f in files.values() if f is not None]
         stats = dict(zip((f.kind.name for f in present), block_stats(present)))
         notes: list[str] = []
-        for kind in (SENDS, READS, EVENTS):  # sends and reads are there (require_history)
+        events: list[dict[str, Any]] = []
+        for kind in (SENDS, READS, TXNS):  # sends and reads are there (require_history)
+            if kind is TXNS:
+                events = read_events(history_dir, notes)
             file = files[kind.name]
             if file is not None:
                 finish_file(spark, file, stats[kind.name], notes)
-            elif kind is EVENTS:
-                read_events(history_dir, notes)  # no file: the reference reader's note, and no events
-        sends, reads, events = files[SENDS_FILE], files[READS_FILE], files[EVENTS_FILE]
+        sends = files[SENDS_FILE]
         assert sends is not None
-        complete, committed, any_final = _event_facts(events)
-        if not any_final:
-            notes.append(CUT_SHORT_NOTE)
-        return SparkHistory(sends=sends, reads=reads, events=events, notes=notes, cut_short=not any_final,
-                            complete=complete, committed=committed)
+        return history_of(sends, files[READS_FILE], files[TXNS_FILE], events, notes, txn_sends=sends.flagged_rows)
     except BaseException:
         for f in files.values():
             if f is not None:
                 f.unpersist()
         raise
-
-
-def _event_facts(events: FileRead | None) -> tuple[dict[tuple[str, int], bool], dict[tuple[str, int], dict[str, int]],
-                                                  bool]:
-    """Final-read completeness and committed offsets: aggregated in Spark, one row per partition and group.
-
-    As in the reference: a partition is complete when any final-read event
-    says so; the last committed event of a group and partition wins, and a
-    null offset means the group never committed there.
-    """
-    if events is None or events.records is None:
-        return {}, {}, False
-    from pyspark.sql import functions as F
-
-    rows = (events.records.filter("kind IN ('final-read', 'committed')")
-            .groupBy("kind", "grp", "topic", "partition")
-            .agg(F.expr("bool_or(complete)").alias("complete"),
-                 F.expr("max(struct(_key, `offset`)).`offset`").alias("offset"))
-            .collect())
-    finals = [r for r in rows if r["kind"] == "final-read"]
-    commits = [r for r in rows if r["kind"] == "committed"]
-    complete = {(r["topic"], r["partition"]): bool(r["complete"]) for r in finals}
-    committed: dict[tuple[str, int], dict[str, int]] = {}
-    for r in commits:
-        if r["offset"] is not None:
-            committed.setdefault((r["topic"], r["partition"]), {})[r["grp"]] = r["offset"]
-    return complete, committed, bool(finals)

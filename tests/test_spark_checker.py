@@ -42,6 +42,7 @@ from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session
 from test_checker_reference import clean, committed, final_read, make_run, read, send, write_jsonl
+from test_checker_transactions import CASES as TXN_CASES, cread, final_reads, tsend, txn, uread
 
 TOPIC = "t"
 PROMISES = {
@@ -231,6 +232,19 @@ def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, 
     agree(spark, run_dir(tmp_path, PROMISES["ordered"], **CASES[name]))
 
 
+def txn_run(tmp_path: Path, case: dict[str, Any], scenario: str | None = PROMISES["idempotent"]) -> Path:
+    """A run directory of a transactional history (tests/test_checker_transactions.py's shape: txns too)."""
+    run = make_run(tmp_path, case["sends"], case["reads"], case["events"], scenario=scenario)
+    if case.get("txns") is not None:
+        write_jsonl(run / "history" / "txns.jsonl", case["txns"])
+    return run
+
+
+@pytest.mark.parametrize("name", sorted(TXN_CASES))
+def test_transactional_histories_agree(spark: Any, both_formats: str, tmp_path: Path, name: str) -> None:
+    agree(spark, txn_run(tmp_path, TXN_CASES[name]()))
+
+
 def test_results_carry_the_engine_name(spark: Any, tmp_path: Path) -> None:
     results = spark_checker.check_run(run_dir(tmp_path, **CASES["lost"]), spark)
     assert results["checker"] == "spark"
@@ -399,6 +413,11 @@ PRODUCERS = ["p0", "p1", "pé"]
 GROUPS = ["g", "h", None]
 
 
+OUTCOMES = [("committed", "commit")] * 3 + [("aborted", "abort"), ("unknown", "commit"), ("unknown", None),
+                                             (None, None)]  # (None, None): no txns line at all
+ISOLATIONS = [None, "read_uncommitted", "read_committed"]
+
+
 @st.composite
 def histories(draw: st.DrawFn) -> dict[str, Any]:
     """A history with planted anomalies of every kind, overlapping.
@@ -411,15 +430,30 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
     consumer groups too often or not at all below the commit; reads of
     messages never sent and of foreign values, repeated send lines, missing
     final-read events, a cut-short run, missing files and a cut-off last line.
+
+    Half of them are transactional: some producers send in transactions of
+    any outcome (or none recorded, or recorded twice), a read_committed
+    read-back sees most committed messages and a few of the others (lost,
+    torn, aborted_read), live readers read committed or not, both read-backs
+    have final-read events (complete or not), the last stable offset is
+    sampled (hanging or not), and a pipeline may turn input messages into
+    output records (lost, duplicated, unprocessed, unverifiable).
     """
     topics = draw(st.sampled_from([["t"], ["t", "u"]]))
     parts = [(t, p) for t in topics for p in range(draw(st.integers(1, 3)))]
+    transactional = draw(st.booleans())
     next_offset = {part: 0 for part in parts}
     sends: list[Any] = []
     reads: list[Any] = []
     finals: list[dict[str, Any]] = []
+    outcomes: dict[tuple[str, int], tuple[str | None, str | None]] = {}
     for producer in draw(st.lists(st.sampled_from(PRODUCERS), min_size=1, max_size=3, unique=True)):
+        in_txns = transactional and draw(st.booleans())
+        txn = 0
         for seq in range(draw(st.integers(0, 10))):
+            if in_txns and seq and draw(st.integers(0, 2)) == 0:
+                txn += 1
+            outcome = outcomes.setdefault((producer, txn), draw(st.sampled_from(OUTCOMES))) if in_txns else None
             topic, partition = draw(st.sampled_from(parts))
             status = draw(st.sampled_from(["ok"] * 6 + ["fail", "info"]))
             offset = next_offset[(topic, partition)]
@@ -430,6 +464,8 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
             if status == "ok" and draw(st.integers(0, 9)) == 0:
                 named = None  # an ack without a partition: judged against its topic
             line = send(producer, seq, status=status, partition=named, offset=offset, topic=topic)
+            if transactional:
+                line["txn"] = txn if in_txns else None
             if status == "ok" and draw(st.integers(0, 7)) == 0:
                 line["offset"] = max(0, offset - draw(st.integers(1, 3)))  # acked out of order, or at a taken spot
             sends.append(line)
@@ -443,9 +479,18 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
                     finals.append(read(producer, seq, next_offset[(topic, partition)], partition=partition,
                                        topic=topic))
                     next_offset[(topic, partition)] += 1
+                # the read_committed read-back: committed transactions' messages (and plain ones) mostly, the
+                # others seldom
+                if transactional and draw(st.integers(0, 5)) != 0 and (
+                        outcome is None or outcome[0] == "committed" or draw(st.integers(0, 3)) == 0):
+                    finals.append({**read(producer, seq, offset, partition=partition, topic=topic,
+                                          consumer="final-reader-committed"), "isolation": "read_committed"})
             for _ in range(draw(st.integers(0, 2))):  # live reads, redelivered when one group reads twice
-                reads.append(read(producer, seq, offset, phase="live", partition=partition, topic=topic,
-                                  group=draw(st.sampled_from(GROUPS)), consumer=draw(st.sampled_from(["c0", "c1"]))))
+                live = read(producer, seq, offset, phase="live", partition=partition, topic=topic,
+                            group=draw(st.sampled_from(GROUPS)), consumer=draw(st.sampled_from(["c0", "c1"])))
+                if transactional:
+                    live["isolation"] = draw(st.sampled_from(ISOLATIONS))
+                reads.append(live)
     for _ in range(draw(st.integers(0, 3))):  # a position holding another message, or a foreign value
         topic, partition = draw(st.sampled_from(parts))
         offset = draw(st.integers(0, max(0, next_offset[(topic, partition)])))
@@ -453,8 +498,10 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
         phase = draw(st.sampled_from(["live", "final"]))
         reads.append(read(producer, seq, offset, phase=phase, partition=partition, topic=topic,
                           group="g" if phase == "live" else None))
+    if transactional:  # the plain read-back says so, or not (an old reader)
+        finals = [{**r, "isolation": draw(st.sampled_from(ISOLATIONS[:2]))} if "isolation" not in r else r
+                  for r in finals]
     reads += finals
-    reads = draw(st.permutations(reads))
 
     events: list[Any] = []
     if not draw(st.sampled_from([False] * 7 + [True])):  # else the run was cut short: no final-read event
@@ -464,23 +511,76 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
             for _ in range(draw(st.integers(1, 2))):
                 events.append(final_read(partition, complete=draw(st.integers(0, 3)) != 0,
                                          high_watermark=next_offset[(topic, partition)], topic=topic))
+                if transactional:
+                    events[-1]["isolation"] = "read_uncommitted"
+            if transactional and draw(st.integers(0, 5)) != 0:  # the read_committed read-back's
+                hw = next_offset[(topic, partition)]
+                events.append({**final_read(partition, complete=draw(st.integers(0, 3)) != 0, high_watermark=hw,
+                                            topic=topic), "isolation": "read_committed",
+                               "last_stable_offset": draw(st.integers(0, hw)), "time_ns": 90_000_000_000})
     for _ in range(draw(st.integers(0, 4))):
         topic, partition = draw(st.sampled_from(parts))
         events.append({**committed(draw(st.one_of(st.none(), st.integers(0, 8))), group=draw(st.sampled_from(["g", "h"])),
                                    partition=partition), "topic": topic})
     events.append({"kind": "fault", "fault": "kill", "targets": ["kafka-1"], "start_ns": 1, "detail": {"x": [1]}})
+    txns: list[Any] | None = None
+    if transactional:
+        for _ in range(draw(st.integers(0, 4))):  # last stable offset samples, stuck for up to 100 s
+            topic, partition = draw(st.sampled_from(parts))
+            lso = draw(st.integers(0, 2))
+            events.append({"kind": "stable", "topic": topic, "partition": partition, "last_stable_offset": lso,
+                           "high_watermark": lso + draw(st.integers(0, 2)),
+                           "time_ns": draw(st.integers(0, 100)) * 1_000_000_000})
+        txns = [{"producer": p, "txn": n, "outcome": outcome, "intent": intent, "error": None, "begin_ns": 0,
+                 "invoke_ns": None, "complete_ns": 1}
+                for (p, n), (outcome, intent) in sorted(outcomes.items()) if outcome is not None]
+        txns += [{"producer": "p9", "txn": 0, "outcome": "aborted", "intent": "abort"}][:draw(st.integers(0, 1))]
+        if txns and draw(st.booleans()):  # one transaction's outcome written twice (the last line wins)
+            txns.append({**draw(st.sampled_from(txns)), "outcome": draw(st.sampled_from(["committed", "unknown"]))})
+        if draw(st.booleans()):
+            pipe = draw(pipeline(sends, parts))
+            sends, reads, events, txns = sends + pipe["sends"], reads + pipe["reads"], events + pipe["events"], \
+                txns + pipe["txns"]
+        txns = draw(st.permutations(txns)) if draw(st.booleans()) else (txns or None)
+    reads = draw(st.permutations(reads))
     events = draw(st.permutations(events))
 
-    files: dict[str, list[Any] | None] = {"sends": sends, "reads": reads, "events": events}
+    files: dict[str, list[Any] | None] = {"sends": sends, "reads": reads, "events": events, "txns": txns}
     missing = draw(st.sampled_from([None] * 8 + ["reads", "events"]))
     if missing:
         files[missing] = None
-    cut = draw(st.sampled_from([None] * 4 + ["sends", "reads", "events"]))
-    if cut and files[cut] is not None:
+    cut = draw(st.sampled_from([None] * 4 + ["sends", "reads", "events", "txns"]))
+    if cut and files[cut]:
         whole = json.dumps(draw(st.sampled_from([send("p9", 0), read("p9", 0, 0), final_read()])))
         files[cut] = list(files[cut]) + [whole[:draw(st.integers(1, len(whole) - 1))]]
     return {**files, "scenario": PROMISES[draw(st.sampled_from(sorted(PROMISES)))],
             "tiny_blocks": draw(st.integers(0, 3)) == 0, "format": draw(st.sampled_from(spark_checker.INPUT_FORMATS))}
+
+
+@st.composite
+def pipeline(draw: st.DrawFn, inputs: list[dict[str, Any]], parts: list[tuple[str, int]]) -> dict[str, Any]:
+    """A pipeline (group pg) from the first topic to topic o: output records of some inputs (none, one, or
+    two), read back committed or not, and the group's commits on the input partitions."""
+    input_topic = parts[0][0]
+    sends, reads = [], []
+    offset = 0
+    sources = [(s["producer"], s["seq"]) for s in inputs if s["topic"] == input_topic] + [("ghost", 0)]
+    for out_seq, source in enumerate(draw(st.lists(st.sampled_from(sources), max_size=8))):
+        sends.append({**send("pipe", out_seq, topic="o", offset=offset), "txn": out_seq // 3,
+                      "from_producer": source[0], "from_seq": source[1]})
+        if draw(st.integers(0, 4)) != 0:
+            reads.append({**read("pipe", out_seq, offset, topic="o", consumer="final-reader-committed"),
+                          "isolation": "read_committed", "from_producer": source[0], "from_seq": source[1]})
+        offset += 1
+    events = [{"kind": "pipeline", "group": "pg", "input_topic": input_topic, "output_topic": "o"}]
+    for isolation in ("read_uncommitted", "read_committed"):
+        events.append({**final_read(0, complete=draw(st.integers(0, 3)) != 0, high_watermark=offset, topic="o"),
+                       "isolation": isolation})
+    for topic, partition in parts:
+        if topic == input_topic and draw(st.integers(0, 3)) != 0:
+            events.append({**committed(draw(st.integers(0, 8)), group="pg", partition=partition), "topic": topic})
+    txns = [{"producer": "pipe", "txn": n, "outcome": "committed", "intent": "commit"} for n in range(offset // 3 + 1)]
+    return {"sends": sends, "reads": reads, "events": events, "txns": txns}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -490,7 +590,7 @@ def test_generated_histories_agree(spark: Any, history: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp)
         (run / "history").mkdir()
-        for name in ("sends", "reads", "events"):
+        for name in ("sends", "reads", "events", "txns"):
             if history[name] is not None:
                 write_jsonl(run / "history" / f"{name}.jsonl", history[name])
         if history["scenario"] is not None:
@@ -522,7 +622,7 @@ def input_format(name: str, tiny: bool) -> Iterator[None]:
 
 
 def everything_at_once() -> dict[str, list[Any]]:
-    """Every anomaly in one history, several on the same message or position."""
+    """Every anomaly in one history, several on the same message or position (transactions: on topic x)."""
     sends = [send("p0", i) for i in range(6)] + [
         send("p0", 6, offset=9),  # lost, in a completely read partition, after a live read
         send("p0", 7, offset=4),  # acked where p0/4 sits: divergent, and p0/7 is also read twice: duplicated
@@ -539,11 +639,42 @@ def everything_at_once() -> dict[str, list[Any]]:
         read("p0", 1, 1, phase="live"), read("p0", 1, 1, phase="live"),  # redelivered to group g
     ]
     events = [final_read(0, high_watermark=17), final_read(1, complete=False, high_watermark=1), committed(6)]
-    return {"sends": sends, "reads": reads, "events": events}
+    return merge(merge({"sends": sends, "reads": reads, "events": events, "txns": []}, transactions()), pipelines())
+
+
+def merge(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return {k: a.get(k, []) + b.get(k, []) for k in a.keys() | b.keys()}
+
+
+def transactions() -> dict[str, list[Any]]:
+    """On topic x: txn 0 of tp committed over two partitions, half visible (torn, and one message lost); txn 1
+    aborted, yet read_committed read it (aborted_read); txn 2 has no txns line (unknown); partition 0's last
+    stable offset hangs for 80 s."""
+    sends = [tsend("tp", 0, 0, topic="x"), tsend("tp", 1, 0, partition=1, offset=0, topic="x"),
+             tsend("tp", 2, 1, offset=1, topic="x"), tsend("tp", 3, 2, status="info", topic="x")]
+    reads = [uread("tp", 0, 0, topic="x"), uread("tp", 1, 0, partition=1, topic="x"), uread("tp", 2, 1, topic="x"),
+             cread("tp", 0, 0, topic="x"), cread("tp", 2, 1, topic="x")]
+    events = [{**e, "time_ns": 90_000_000_000} for e in final_reads(partitions=2, high_watermark=3, topic="x")]
+    events += [{"kind": "stable", "topic": "x", "partition": 0, "high_watermark": 3, "last_stable_offset": 1,
+                "time_ns": t * 1_000_000_000} for t in (0, 80)]
+    return {"sends": sends, "reads": reads, "events": events, "txns": [txn("tp", 0, "committed"), txn("tp", 1, "aborted")]}
+
+
+def pipelines() -> dict[str, list[Any]]:
+    """Two pipelines read topic x: pipe's output of tp/0 is duplicated and of tp/1 lost; pipe2 processed tp/1 only
+    (its output topic's read-back is incomplete: unverifiable), and tp/0 lies above its commits (unprocessed)."""
+    sends = [tsend("pipe0", i, 0, topic="x.out", offset=i, source=("tp", 0)) for i in range(2)]
+    reads = [cread("pipe0", i, i, topic="x.out", source=("tp", 0)) for i in range(2)]
+    events = (final_reads(high_watermark=2, topic="x.out")
+              + final_reads(high_watermark=0, topic="x.out2", committed_complete=False)
+              + [{"kind": "pipeline", "group": "pg", "input_topic": "x", "output_topic": "x.out"},
+                 {"kind": "pipeline", "group": "pg2", "input_topic": "x", "output_topic": "x.out2"}]
+              + [{**committed(1, group=g, partition=p), "topic": "x"} for g, p in (("pg", 0), ("pg", 1), ("pg2", 1))])
+    return {"sends": sends, "reads": reads, "events": events, "txns": [txn("pipe0", 0, "committed")]}
 
 
 def test_every_anomaly_at_once(spark: Any, both_formats: str, tmp_path: Path) -> None:
-    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **everything_at_once()))
+    results = agree(spark, txn_run(tmp_path, everything_at_once()))
     c = results["counts"]
     assert all(c[name] for name in COUNTS), {name: c[name] for name in COUNTS if not c[name]}
 
