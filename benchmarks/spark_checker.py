@@ -1,6 +1,7 @@
 """Benchmark the Spark checker (and the reference, while it fits) on synthetic histories of N million sends.
 
     .venv/bin/python benchmarks/spark_checker.py --millions 1 10 50 [--dir DIR] [--keep] [--reuse] [--json]
+        [--transactional | --both]
 
 For each N it writes a run directory with N million sends, a live read and a
 final read of every acknowledged one, the final-read and committed events of
@@ -10,6 +11,17 @@ in-doubt sends found and not, reordered acks, redelivered and skipped
 messages). The JSON lines are written by Spark itself (``to_json`` on
 generated columns, then the part files concatenated in order), which is
 about as fast as the disk.
+
+``--transactional`` (``--both``: as well) writes a transactional history
+instead (directory ``<N>M-txn``): every producer sends in transactions of
+ten messages, one in ten aborted on purpose and a few with an unknown
+outcome (the commit timed out, or the producer died before asking), with a
+txns.jsonl line for each; two read-backs, read_uncommitted (every message
+written) and read_committed (every message of a transaction that committed,
+or may have); both read-backs' final-read events and last stable offset
+samples; and a few planted anomalies: aborted messages the read_committed
+read-back saw (aborted_read, torn_transaction) and committed ones it missed
+(lost, torn_transaction), besides failed and in-doubt sends.
 
 Each measurement runs in a fresh child process, so that its peak memory is
 its own, and so is its CPU time (user + system, JVM and Python): on a shared
@@ -137,6 +149,99 @@ def generate(run: Path, millions: float) -> dict[str, int]:
         spark.stop()
 
 
+TXN_SIZE = 10  # messages per transaction
+
+
+def generate_transactional(run: Path, millions: float) -> dict[str, int]:
+    """Write RUN/history/*.jsonl (txns.jsonl too) of a transactional run of ``millions`` million sends."""
+    from pyspark.sql import SparkSession
+
+    from spark_analysis.session import jvm_output_to, spark_conf, spark_log_path
+
+    n = int(millions * 1_000_000)
+    history = run / "history"
+    if history.exists():
+        shutil.rmtree(history)
+    history.mkdir(parents=True)
+    builder = SparkSession.builder
+    for key, value in spark_conf("local[*]").items():
+        builder = builder.config(key, value)
+    with jvm_output_to(spark_log_path()):
+        spark = builder.config("spark.app.name", "kchaos-bench-generate").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        # Message id i: producer p(i % 8), seq i // 8, transaction seq // 10 of its producer; partition i % 12
+        # at offset i // 12. A transaction's fate by its number: one in ten aborted on purpose, a few unknown
+        # (1 in 1000 after a commit that timed out: may have committed; 1 in 1000 never asked to commit).
+        fate = (f"CASE WHEN txn % 10 = 3 THEN 'aborted' WHEN txn % 1000 = 7 THEN 'unknown-commit' "
+                f"WHEN txn % 1000 = 8 THEN 'unknown' ELSE 'committed' END")
+        base = spark.range(0, n, numPartitions=max(4, n // 2_000_000)).selectExpr(
+            "id",
+            f"concat('p', CAST(id % {PRODUCERS} AS STRING)) AS producer",
+            f"id DIV {PRODUCERS} AS seq",
+            f"id DIV {PRODUCERS * TXN_SIZE} AS txn",
+            f"id % {PARTITIONS} AS part",
+            f"id DIV {PARTITIONS} AS off",
+            "CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'info' ELSE 'ok' END AS status",
+        ).selectExpr("*", f"{fate} AS fate")
+        sends = base.selectExpr(
+            "id",
+            "to_json(named_struct("
+            "'producer', producer, 'seq', seq, 'topic', '" + TOPIC + "', 'key', CAST(seq AS STRING),"
+            " 'partition', part, 'offset', CASE WHEN status = 'ok' THEN off END,"
+            " 'status', status, 'error', CASE WHEN status = 'ok' THEN NULL ELSE 'timed out' END,"
+            " 'invoke_ns', id * 1000, 'complete_ns', id * 1000 + 5000000, 'txn', txn),"
+            " map('ignoreNullFields', 'false')) AS j",
+        )
+        written = base.filter("status = 'ok' OR id % 2 = 1")  # half the failed and in-doubt sends reached the log
+        # read_committed sees committed transactions (and those that may have committed), less a few planted
+        # losses, plus a few aborted messages it must never see
+        visible = written.filter("(fate IN ('committed', 'unknown-commit') AND id % 1000033 <> 21)"
+                                 " OR (fate = 'aborted' AND id % 1000003 = 17)")
+
+        def read_back(rows: Any, consumer: str, isolation: str) -> Any:
+            return rows.selectExpr(
+                "part", "off",
+                f"to_json(named_struct('consumer', '{consumer}', 'group', CAST(NULL AS STRING), 'phase', 'final',"
+                f" 'topic', '{TOPIC}', 'partition', part, 'offset', off, 'producer', producer, 'seq', seq,"
+                f" 'time_ns', off, 'isolation', '{isolation}'), map('ignoreNullFields', 'false')) AS j")
+
+        _write_lines(read_back(written, "final-reader", "read_uncommitted").select("j"), history / "reads.jsonl",
+                     run / "tmp-final")
+        _write_lines(read_back(visible, "final-reader-committed", "read_committed").select("j"),
+                     history / "reads.jsonl", run / "tmp-committed", append=True)
+        _write_lines(sends.select("j"), history / "sends.jsonl", run / "tmp-sends")
+        txns = base.filter(f"seq % {TXN_SIZE} = 0").selectExpr(
+            "to_json(named_struct('producer', producer, 'txn', txn,"
+            " 'outcome', CASE fate WHEN 'aborted' THEN 'aborted' WHEN 'committed' THEN 'committed' ELSE 'unknown' END,"
+            " 'intent', CASE fate WHEN 'aborted' THEN 'abort' WHEN 'unknown' THEN NULL ELSE 'commit' END,"
+            " 'error', CASE WHEN fate LIKE 'unknown%' THEN 'commit timed out' END,"
+            " 'begin_ns', id * 1000, 'invoke_ns', CASE WHEN fate = 'unknown' THEN NULL ELSE id * 1000 + 8000000 END,"
+            " 'complete_ns', id * 1000 + 9000000), map('ignoreNullFields', 'false')) AS j")
+        _write_lines(txns, history / "txns.jsonl", run / "tmp-txns")
+        high = {r["part"]: r["high"] for r in base.groupBy("part").agg({"off": "max"})
+                .withColumnRenamed("max(off)", "high").collect()}
+        with (history / "events.jsonl").open("w") as f:
+            for p in range(PARTITIONS):
+                hw = int(high.get(p, -1)) + 1
+                for second in range(0, 120, 10):  # the last stable offset moving up with the high watermark
+                    f.write(json.dumps({"kind": "stable", "topic": TOPIC, "partition": p,
+                                        "high_watermark": hw * second // 120 + 1,
+                                        "last_stable_offset": hw * second // 120,
+                                        "time_ns": second * 1_000_000_000}) + "\n")
+                for isolation in ("read_uncommitted", "read_committed"):
+                    f.write(json.dumps({"kind": "final-read", "topic": TOPIC, "partition": p, "high_watermark": hw,
+                                        "complete": True, "time_ns": 130_000_000_000, "isolation": isolation,
+                                        **({"last_stable_offset": hw} if isolation == "read_committed" else {})})
+                            + "\n")
+        counts = {"sends": n, "reads": sum(1 for _ in (history / "reads.jsonl").open("rb"))}
+        (run / "scenario.yaml").write_text("name: bench-txn\nworkload:\n  producers:\n    config:\n"
+                                           "      enable.idempotence: true\n  transactions:\n    size: 10\n")
+        return counts
+    finally:
+        spark.stop()
+
+
 def _write_lines(df: Any, target: Path, tmp: Path, append: bool = False) -> None:
     """Write one JSON document per row, in order, to ``target`` (Spark writes parts; they are concatenated)."""
     df.write.mode("overwrite").text(str(tmp))
@@ -220,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated histories")
     parser.add_argument("--json", action="store_true", help="also time Spark parsing the JSON lines itself")
     parser.add_argument("--reuse", action="store_true", help="check histories kept by an earlier --keep as they are")
+    kinds = parser.add_mutually_exclusive_group()
+    kinds.add_argument("--transactional", action="store_true",
+                       help="transactional histories (<N>M-txn) instead of plain ones")
+    kinds.add_argument("--both", action="store_true", help="plain and transactional histories of each size")
     parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -232,19 +341,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     print(f"{'sends':>8} {'reads':>8} {'engine':>10} {'convert s':>9} {'start s':>8} {'check s':>8} {'total s':>8} "
           f"{'CPU s':>7} {'JVM peak':>9} {'Py peak':>8}  anomalies", flush=True)
+    kinds = ([False, True] if args.both else [args.transactional])
     try:
-        for millions in args.millions:
-            run = args.dir / f"{millions:g}M"
+        for millions, transactional in ((m, t) for m in args.millions for t in kinds):
+            run = args.dir / f"{millions:g}M{'-txn' if transactional else ''}"
             started = time.perf_counter()
             if args.reuse and (run / "history" / "reads.jsonl").is_file():
                 lines = {name: sum(1 for _ in (run / "history" / f"{name}.jsonl").open("rb"))
                          for name in ("sends", "reads")}
                 verb = "reused"
             else:
-                lines = generate(run, millions)
+                lines = (generate_transactional if transactional else generate)(run, millions)
                 verb = "generated"
             size = sum(f.stat().st_size for f in (run / "history").glob("*.jsonl"))
-            print(f"# {millions:g}M: {verb} {lines['sends']:,} sends and {lines['reads']:,} reads "
+            print(f"# {run.name}: {verb} {lines['sends']:,} sends and {lines['reads']:,} reads "
                   f"({size / 2 ** 30:.1f} GiB) in {time.perf_counter() - started:.0f} s", flush=True)
             engines = ["spark"] + (["spark-json"] if args.json else []) + (
                 ["python"] if millions <= args.python_max_millions else [])
@@ -262,10 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# load average {os.getloadavg()[0]:.1f}", flush=True)
             if "python" in results:
                 same = all(r["counts"] == results["python"]["counts"] for r in results.values())
-                print(f"# {millions:g}M: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
+                print(f"# {run.name}: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
             if not args.keep:
                 shutil.rmtree(run)
-            if millions > args.python_max_millions and millions == min(
+            if millions > args.python_max_millions and transactional == kinds[-1] and millions == min(
                     m for m in args.millions if m > args.python_max_millions):
                 print(f"# python engine skipped above {args.python_max_millions:g}M sends: it keeps every line as "
                       "Python tuples in one process (see --python-max-millions)", flush=True)

@@ -214,8 +214,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         if scope.txn or enc.txns is not None:
             if not scope.txn:  # a txns.jsonl, but no send in a transaction
                 members, missing = members.filter("false"), missing.filter("false")
-            with sql_conf(spark, BYPASS_PARTIAL, "false"):  # few transactions: the partial counts pay
-                torn_rows, row = observed(transaction_table(enc.txns, members, missing, ranges), TXN_METRICS, "torn")
+            torn_rows, row = observed(transaction_table(enc.txns, members, missing, ranges), TXN_METRICS, "torn")
             cached.append(torn_rows)
             tc = {name: int(row[name]) for name in tc}
             if tc["torn_transaction"]:

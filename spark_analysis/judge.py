@@ -8,6 +8,12 @@ partition, a window over the acks (``reordered_table``). The inputs carry ids
 so Spark aggregates by hash (a ``collect_set``, or a ``min`` over a struct or
 a string, would make it sort every row first). Facts from the events enter
 the plan as literals, and only aggregates come back to the driver.
+
+Transactions (``Scope``): the message grouping also judges each
+transactional message against the read_committed read-back and its
+transaction's outcome (``txn_codes``, a broadcast join: a run has far fewer
+transactions than messages), and a third grouping, by (pid, txn), counts
+transactions and finds the torn ones (``transaction_table``).
 """
 
 from __future__ import annotations

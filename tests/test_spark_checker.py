@@ -339,10 +339,74 @@ def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, both_formats: 
     ("events", {**final_read(), "high_watermark": "9"}),
     ("events", {k: v for k, v in committed(3).items() if k != "offset"}),
     ("events", [1, 2]),
+    ("sends", {**send("p0", 1), "txn": "3"}),
+    ("sends", {**send("p0", 1), "txn": True}),
+    ("sends", {**send("p0", 1), "from_producer": "p9"}),
+    ("sends", {**send("p0", 1), "from_producer": 5, "from_seq": 1}),
+    ("reads", {**read("p0", 0, 0), "isolation": None}),
+    ("reads", {**read("p0", 0, 0), "isolation": "serializable"}),
+    ("reads", {**read("p0", 0, 0), "isolation": 1}),
+    ("reads", {**read("p0", 0, 0), "from_seq": 3}),
+    ("reads", {**read("p0", 0, 0), "from_producer": "p1", "from_seq": "3"}),
+    ("events", {**final_read(), "isolation": "read_committed", "last_stable_offset": "9"}),
+    ("events", {**final_read(), "isolation": None}),
+    ("events", {"kind": "stable", "topic": TOPIC, "partition": 0, "high_watermark": 3}),
+    ("events", {"kind": "pipeline", "group": "pg", "input_topic": TOPIC}),
 ])
 def test_bad_field_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, file: str, line: Any) -> None:
     h = clean(2)
     h[file] = h[file][:1] + [line] + h[file][1:]
+    agree(spark, make_run(tmp_path, **h))
+
+
+TXN_LINE = {"producer": "p0", "txn": 0, "outcome": "committed", "intent": "commit", "error": None}
+
+
+@pytest.mark.parametrize("line", [
+    {k: v for k, v in TXN_LINE.items() if k != "txn"},
+    {**TXN_LINE, "txn": 1.5},
+    {**TXN_LINE, "producer": None},
+    {**TXN_LINE, "outcome": "maybe"},
+    {**TXN_LINE, "outcome": None},
+    {**TXN_LINE, "intent": "retry"},
+    {**TXN_LINE, "intent": 0},
+    '{"producer": "p0", "txn": ',
+    "[1, 2]",
+])
+def test_bad_txns_line_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, line: Any) -> None:
+    case = TXN_CASES["committed_and_aborted"]()
+    case["txns"].insert(1, line)
+    agree(spark, txn_run(tmp_path, case))
+
+
+@pytest.mark.parametrize("line", [
+    {**TXN_LINE, "txn": 1, "intent": None},
+    {k: v for k, v in {**TXN_LINE, "txn": 1, "outcome": "unknown"}.items() if k != "intent"},
+    '{"producer": "p\\u0030", "txn": 1, "outcome": "aborted", "intent": "abort", "txn": 1}',
+    "   ",
+    '{"producer": "p0", "txn": 5, "outco',  # cut off: the last line
+])
+def test_unusual_txns_lines(spark: Any, both_formats: str, tmp_path: Path, line: Any) -> None:
+    case = TXN_CASES["committed_and_aborted"]()
+    case["txns"] = [line] + case["txns"] if not isinstance(line, str) or not line.endswith("outco") else \
+        case["txns"] + [line]
+    agree(spark, txn_run(tmp_path, case))
+
+
+@pytest.mark.parametrize("line", [
+    '{"consumer": "c0", "group": "g", "phase": "live", "topic": "t", "partition": 0, "offset": 0, "producer": "p0", '
+    '"seq": 0, "isol\\u0061tion": null}',  # a null isolation, its key spelt with an escape: refused
+    '{"consumer": "c0", "group": "g", "phase": "live", "topic": "t", "partition": 0, "offset": 0, "producer": "p0", '
+    '"seq": 0, "isol\\u0061tion": "read_committed"}',
+    '{"consumer": "c0", "group": "g", "phase": "live", "topic": "t", "partition": 0, "offset": 0, "producer": "p0", '
+    '"seq": 0, "isolation": "read_committed", "isolation": null}',
+    '{"consumer": "c0", "group": "g", "phase": "live", "topic": "t", "partition": 0, "offset": 0, "producer": "p0", '
+    '"seq": 0, "from_producer": null, "from_seq": null, "isolation": "read_uncommitted"}',
+])
+def test_isolation_and_source_fields_as_the_reference_reads_them(spark: Any, both_formats: str, tmp_path: Path,
+                                                                 line: str) -> None:
+    h = clean()
+    h["reads"].insert(1, line)
     agree(spark, make_run(tmp_path, **h))
 
 
