@@ -173,8 +173,8 @@ def generate_transactional(run: Path, millions: float) -> dict[str, int]:
         # Message id i: producer p(i % 8), seq i // 8, transaction seq // 10 of its producer; partition i % 12
         # at offset i // 12. A transaction's fate by its number: one in ten aborted on purpose, a few unknown
         # (1 in 1000 after a commit that timed out: may have committed; 1 in 1000 never asked to commit).
-        fate = (f"CASE WHEN txn % 10 = 3 THEN 'aborted' WHEN txn % 1000 = 7 THEN 'unknown-commit' "
-                f"WHEN txn % 1000 = 8 THEN 'unknown' ELSE 'committed' END")
+        fate = ("CASE WHEN txn % 10 = 3 THEN 'aborted' WHEN txn % 1000 = 7 THEN 'unknown-commit' "
+                "WHEN txn % 1000 = 8 THEN 'unknown' ELSE 'committed' END")
         base = spark.range(0, n, numPartitions=max(4, n // 2_000_000)).selectExpr(
             "id",
             f"concat('p', CAST(id % {PRODUCERS} AS STRING)) AS producer",
@@ -195,9 +195,9 @@ def generate_transactional(run: Path, millions: float) -> dict[str, int]:
         )
         written = base.filter("status = 'ok' OR id % 2 = 1")  # half the failed and in-doubt sends reached the log
         # read_committed sees committed transactions (and those that may have committed), less a few planted
-        # losses, plus a few aborted messages it must never see
+        # losses, plus half of a few aborted transactions it must never see
         visible = written.filter("(fate IN ('committed', 'unknown-commit') AND id % 1000033 <> 21)"
-                                 " OR (fate = 'aborted' AND id % 1000003 = 17)")
+                                 f" OR (fate = 'aborted' AND txn % 10007 = 3 AND seq % {TXN_SIZE} < 5)")
 
         def read_back(rows: Any, consumer: str, isolation: str) -> Any:
             return rows.selectExpr(

@@ -168,10 +168,10 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
             if fast_mode:
                 table = fast_messages(tagged, facts, ranges, scope, codes)
-                found, row = observed(table, fast_message_metrics(complete), FAST_FINDINGS)
+                found, row = observed(table, fast_message_metrics(complete, scope), FAST_FINDINGS)
             else:  # too many consumer groups for a bit mask: every message the exact way
                 table = exact_messages(tagged, facts, ranges, scope, codes)
-                found, row = observed(table, exact_message_metrics(complete), EXACT_FINDINGS)
+                found, row = observed(table, exact_message_metrics(complete, scope), EXACT_FINDINGS)
         cached.append(found)
         mc, ambiguous = message_counts(row), int(row["ambiguous"])
         if not fast_mode:
@@ -181,7 +181,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
             exact = exact_messages(rows, facts, ranges, scope, codes).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
-            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete)).collect()[0].asDict())
+            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete, scope)).collect()[0].asDict())
             messages = from_fast(found).unionByName(exact)
         else:
             messages = from_fast(found)

@@ -63,7 +63,8 @@ class Layout:
     # fields among ``choices`` that may be missing or null (a missing one but not a null one, when also in
     # ``absent_if_null``)
     optional: tuple[str, ...] = ()
-    absent_if_null: tuple[str, ...] = ()  # fields that may be missing but not null: lines where one is null may be re-read
+    # fields that may be missing but not null: lines where one is null may be re-read
+    absent_if_null: tuple[str, ...] = ()
     flags: dict[str, tuple[str, str]] = field(default_factory=dict)  # bool Parquet column -> (JSON field, the value)
 
     @property
@@ -303,13 +304,14 @@ def records_table(records: list[Any], layout: Layout, label: str) -> tuple[pa.Ta
     """(JSON fields, line numbers) of lines read by the reference's rules; values Parquet cannot hold stop the check."""
     rows = [layout.values(r) for r in records]
     columns = []
-    for i, field in enumerate(layout.read_schema):
+    for i, json_field in enumerate(layout.read_schema):
         values = [row[i] for row in rows]
         try:
-            columns.append(pa.array(values, field.type))
+            columns.append(pa.array(values, json_field.type))
         except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
             line, why = next((r.line, why) for r, v in zip(records, values) if (why := _unstorable(v)))
-            raise HistoryError(f"{label} line {line}: field '{field.name}' {why}; check with --engine python") from None
+            raise HistoryError(f"{label} line {line}: field '{json_field.name}' {why}; "
+                               "check with --engine python") from None
     return pa.table(columns, schema=layout.read_schema), pa.array([r.line for r in records], LONG)
 
 

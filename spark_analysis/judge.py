@@ -285,7 +285,7 @@ def _verdicts(table: "DataFrame", facts: Facts, scope: Scope, codes: "DataFrame 
                                   CASE WHEN `partition` IS NOT NULL THEN {complete_sql(facts, committed=True)}
                                        ELSE try_element_at(_topic_complete_c, tid) END, false) END"""
         txn_columns = [
-            f"coalesce(txn IS NOT NULL AND n_committed > 0 AND NOT coalesce(code IN (0, 2), true), false) "
+            "coalesce(txn IS NOT NULL AND n_committed > 0 AND NOT coalesce(code IN (0, 2), true), false) "
             "AS aborted_read",
             f"coalesce({missing}, false) AS txn_missing",
             f"coalesce({missing} AND NOT verifiable, false) AS txn_unverifiable",
@@ -667,11 +667,11 @@ class MessageCounts:
     no_partition: int
     ungrouped_live_reads: int
     outside_complete: int  # winning sends naming a partition not known to have had a complete final read
-    aborted_read: int
-    pipeline_lost: int
-    pipeline_duplicated: int
-    pipeline_unprocessed: int
-    pipeline_unverifiable: int
+    aborted_read: int = 0
+    pipeline_lost: int = 0
+    pipeline_duplicated: int = 0
+    pipeline_unprocessed: int = 0
+    pipeline_unverifiable: int = 0
 
     def __add__(self, other: "MessageCounts") -> "MessageCounts":
         return MessageCounts(**{f: getattr(self, f) + getattr(other, f) for f in MessageCounts.__dataclass_fields__})
@@ -679,6 +679,7 @@ class MessageCounts:
 
 FLAGS = ("lost", "lost_after_read", "lost_unverifiable", "duplicated", "unexpected", "failed_but_present", "unknown",
          "unknown_found", "aborted_read", "pipeline_lost", "pipeline_duplicated")
+SCOPED = ("aborted_read", "pipeline_lost", "pipeline_duplicated")  # always false without transactions and pipelines
 
 # SQL: a row of the message table shows an anomaly (and is kept for the examples); per layout
 # ("unconfirmed" rows are kept too: the position table needs their acks; so are the members of transactions
@@ -689,45 +690,48 @@ EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 
 POSITION_FINDINGS = "divergent OR foreign"
 
 
-def message_metrics(skipped: str, redelivered: str, complete: str, counted: str = "true") -> list[str]:
+def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope, counted: str = "true") -> list[str]:
     """Aggregates over the message table, counting the rows where ``counted`` holds.
 
     Written without FILTER clauses, which observed metrics refuse; the
     partition range covers every row. Rows with a send partition outside
     ``complete`` (complete_sql) are only counted: the few histories that have
     any look for those partitions afterwards, so that no check pays for a
-    set built per row.
+    set built per row. The counts of transactions and pipelines only where
+    the scope has them (``MessageCounts`` has them 0 otherwise).
     """
     def when(value: str) -> str:
         return f"CASE WHEN {counted} THEN {value} END"
 
+    scoped = scope.txn or bool(scope.pipelines)
     return [
         f"coalesce(sum({when('n_sends')}), 0) AS sent",
         f"count_if({counted} AND n_sends > 0) AS distinct_sent",
         f"count_if({counted} AND status = {OK}) AS acked",
         f"count_if({counted} AND status = {FAIL}) AS failed",
         f"count_if({counted} AND status = {INFO}) AS indeterminate",
-        *[f"count_if({counted} AND {flag}) AS {flag}" for flag in FLAGS],
+        *[f"count_if({counted} AND {flag}) AS {flag}" for flag in FLAGS if scoped or flag not in SCOPED],
         f"coalesce(sum({when(skipped)}), 0) AS consumer_skipped",
         f"coalesce(sum({when(redelivered)}), 0) AS consumer_redelivered",
         f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
         f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
         f"count_if({counted} AND n_sends > 0 AND {outside_complete_sql(complete)}) AS outside_complete",
-        f"coalesce(sum({when('pipe_unprocessed')}), 0) AS pipeline_unprocessed",
-        f"coalesce(sum({when('pipe_unverifiable')}), 0) AS pipeline_unverifiable",
+        *([f"coalesce(sum({when('pipe_unprocessed')}), 0) AS pipeline_unprocessed",
+           f"coalesce(sum({when('pipe_unverifiable')}), 0) AS pipeline_unverifiable"] if scope.pipelines else []),
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
 
-def fast_message_metrics(complete: str) -> list[str]:
+def fast_message_metrics(complete: str, scope: Scope) -> list[str]:
     """``message_metrics`` of ``fast_messages``: the unambiguous rows, and how many are ambiguous."""
-    return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", complete, "NOT ambiguous"),
+    return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", complete, scope,
+                             "NOT ambiguous"),
             "count_if(ambiguous) AS ambiguous"]
 
 
-def exact_message_metrics(complete: str) -> list[str]:
+def exact_message_metrics(complete: str, scope: Scope) -> list[str]:
     """``message_metrics`` of rows in the MESSAGE_COLUMNS layout (none ambiguous)."""
-    return [*message_metrics("size(skipped)", "size(redelivered)", complete), "0L AS ambiguous"]
+    return [*message_metrics("size(skipped)", "size(redelivered)", complete, scope), "0L AS ambiguous"]
 
 
 def position_metrics(complete: str) -> list[str]:
@@ -766,7 +770,7 @@ def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFr
 
 def message_counts(row: dict[str, Any]) -> MessageCounts:
     """The counts of a ``message_metrics`` row."""
-    return MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__})
+    return MessageCounts(**{f: row[f] for f in MessageCounts.__dataclass_fields__ if f in row})
 
 
 @dataclass
@@ -834,8 +838,10 @@ def transaction_table(txns: "DataFrame | None", members: "DataFrame", missing: "
 
 
 # Aggregates of ``transaction_table``: the counts of results.json by outcome, and the torn transactions.
-TXN_METRICS = [f"count_if(code = {COMMITTED_CODE}) AS txns_committed", f"count_if(code = {ABORTED_CODE}) AS txns_aborted",
-               f"count_if(code IS NULL OR code > {ABORTED_CODE}) AS txns_unknown", "count_if(torn) AS torn_transaction"]
+TXN_METRICS = [f"count_if(code = {COMMITTED_CODE}) AS txns_committed",
+               f"count_if(code = {ABORTED_CODE}) AS txns_aborted",
+               f"count_if(code IS NULL OR code > {ABORTED_CODE}) AS txns_unknown",
+               "count_if(torn) AS torn_transaction"]
 
 
 def outcome_name(code: int | None) -> str:

@@ -721,7 +721,8 @@ def transactions() -> dict[str, list[Any]]:
     events = [{**e, "time_ns": 90_000_000_000} for e in final_reads(partitions=2, high_watermark=3, topic="x")]
     events += [{"kind": "stable", "topic": "x", "partition": 0, "high_watermark": 3, "last_stable_offset": 1,
                 "time_ns": t * 1_000_000_000} for t in (0, 80)]
-    return {"sends": sends, "reads": reads, "events": events, "txns": [txn("tp", 0, "committed"), txn("tp", 1, "aborted")]}
+    return {"sends": sends, "reads": reads, "events": events,
+            "txns": [txn("tp", 0, "committed"), txn("tp", 1, "aborted")]}
 
 
 def pipelines() -> dict[str, list[Any]]:
