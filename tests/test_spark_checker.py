@@ -245,6 +245,24 @@ def test_transactional_histories_agree(spark: Any, both_formats: str, tmp_path: 
     agree(spark, txn_run(tmp_path, TXN_CASES[name]()))
 
 
+@pytest.mark.parametrize("name", ["aborted_read", "torn", "group_skips_nothing_aborted", "pipeline_duplicated"])
+def test_transactional_histories_agree_judged_the_exact_way(spark: Any, tmp_path: Path, name: str) -> None:
+    """More consumer groups than a bit mask holds: every message through exact_messages."""
+    case = TXN_CASES[name]()
+    case["events"] = case["events"] + [committed(1, group=f"x{i:02}") for i in range(70)]
+    agree(spark, txn_run(tmp_path, case))
+
+
+@pytest.mark.parametrize("name", ["aborted_read", "torn", "group_skips_nothing_aborted", "pipeline_duplicated"])
+def test_transactional_messages_read_in_two_partitions_agree(spark: Any, tmp_path: Path, name: str) -> None:
+    """Final reads of p0/0 in two partitions (committed and not): ambiguous to the fast table, judged again."""
+    case = TXN_CASES[name]()
+    case["reads"] = case["reads"] + [uread("p0", 0, 7, partition=1), cread("p0", 0, 7, partition=1),
+                                     cread("p0", 1, 8, partition=1)]
+    case["events"] = case["events"] + [committed(9, partition=1)]
+    agree(spark, txn_run(tmp_path, case))
+
+
 def test_results_carry_the_engine_name(spark: Any, tmp_path: Path) -> None:
     results = spark_checker.check_run(run_dir(tmp_path, **CASES["lost"]), spark)
     assert results["checker"] == "spark"
