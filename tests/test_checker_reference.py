@@ -61,11 +61,13 @@ def write_jsonl(path: Path, lines: list[dict[str, Any] | str]) -> None:
 
 
 def make_run(tmp_path: Path, sends: list, reads: list | None = None, events: list | None = None,
-             scenario: dict[str, Any] | str | None = None) -> Path:
-    """A run directory with a history; reads/events None: that file is not written."""
+             scenario: dict[str, Any] | str | None = None, txns: list | None = None) -> Path:
+    """A run directory with a history; reads/events/txns None: that file is not written."""
     history = tmp_path / "history"
     history.mkdir(parents=True)
     write_jsonl(history / "sends.jsonl", sends)
+    if txns is not None:
+        write_jsonl(history / "txns.jsonl", txns)
     if reads is not None:
         write_jsonl(history / "reads.jsonl", reads)
     if events is not None:
