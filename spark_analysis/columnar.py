@@ -287,17 +287,18 @@ def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
                 pc.equal(pc.is_null(a), pc.is_null(b))).as_py()):
             return None
     recheck: set[int] = set()
-    for name in layout.present_if_null + tuple(f for f in layout.absent_if_null if _may_name(block, f)):
+    for name in layout.present_if_null + layout.absent_if_null:
         column = table.column(name)
-        if column.null_count:
+        if column.null_count and (name in layout.present_if_null or _may_name(block, name)):
             recheck.update(pc.indices_nonzero(pc.is_null(column)).to_pylist())
     return FastBlock(table, lines, marks, sorted(recheck))
 
 
 def _may_name(block: bytes, name: str) -> bool:
-    """Some line of the block may hold the key ``name`` (a key may be spelt with \\u escapes): whether a null
-    there is a JSON null or a missing field, only the reference's parser can tell."""
-    return b'"' + name.encode() + b'"' in block or b"\\u" in block
+    """Some line of the block may hold the key ``name`` (spelt out, or with escapes: any backslash will do, and
+    finding one costs a memchr): whether a null there is a JSON null or a missing field, only the reference's
+    parser can tell."""
+    return b"\\" in block or b'"' + name.encode() + b'"' in block
 
 
 def records_table(records: list[Any], layout: Layout, label: str) -> tuple[pa.Table, pa.Array]:
