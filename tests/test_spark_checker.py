@@ -234,10 +234,7 @@ def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, 
 
 def txn_run(tmp_path: Path, case: dict[str, Any], scenario: str | None = PROMISES["idempotent"]) -> Path:
     """A run directory of a transactional history (tests/test_checker_transactions.py's shape: txns too)."""
-    run = make_run(tmp_path, case["sends"], case["reads"], case["events"], scenario=scenario)
-    if case.get("txns") is not None:
-        write_jsonl(run / "history" / "txns.jsonl", case["txns"])
-    return run
+    return make_run(tmp_path, case["sends"], case["reads"], case["events"], scenario=scenario, txns=case.get("txns"))
 
 
 @pytest.mark.parametrize("name", sorted(TXN_CASES))
