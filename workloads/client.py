@@ -19,12 +19,14 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, ClassVar, Protocol, runtime_checkable
+from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from workloads.child import EXIT_FATAL_CLIENT_ERROR
 from workloads.history import RDKAFKA_LOG, RunClock
-from workloads.protocol import END, STOP, LineSplitter
+from workloads.protocol import END, STOP, LineSplitter, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,32 @@ STARTUP_TIMEOUT_S = 60      # a Python start plus confluent_kafka's import, on a
 READ_CHUNK = 1 << 16
 PIPE_BYTES = 1 << 20
 END_LINE = END.encode()
+IDENTITY_TAG = b"K "
+
+Library = Literal["librdkafka", "java"]
+LIBRARIES: tuple[Library, ...] = ("librdkafka", "java")
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    """What a workload process said it is (its ``K`` line): the client library, its version, and the
+    durability settings it really runs with (the library's defaults filled in, as strings)."""
+
+    library: str
+    version: str
+    settings: dict[str, str]
+
+    @classmethod
+    def from_line(cls, line: bytes) -> ClientIdentity:
+        """``K <library> <version> <settings as one JSON object>``."""
+        parts = line.split(b" ", 3)
+        try:
+            settings = json.loads(parts[3])
+        except (IndexError, ValueError):
+            settings = None
+        if len(parts) != 4 or not isinstance(settings, dict):
+            raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+        return cls(parts[1].decode(), parts[2].decode(), {str(k): str(v) for k, v in settings.items()})
 
 
 @runtime_checkable
@@ -87,9 +115,21 @@ class ClientProcess(ABC):
     role: ClassVar[str]
     module: ClassVar[str]
 
-    def __init__(self, base_name: str, clock: RunClock) -> None:
+    def __init__(self, base_name: str, clock: RunClock, client: Library = "librdkafka",
+                 kafka_version: str | None = None) -> None:
+        """``client``: the library the process runs (librdkafka through confluent-kafka, or Kafka's Java
+        client of ``kafka_version``, which a Java client needs: it is built against that kafka-clients)."""
+        if client not in LIBRARIES:
+            raise ValueError(f"client must be one of {', '.join(LIBRARIES)}, not {client!r}")
+        if client == "java" and kafka_version is None:
+            raise ValueError("a Java client needs the Kafka version whose kafka-clients it runs")
         self.base_name = base_name
         self.clock = clock
+        self.client: Library = client
+        self.kafka_version = kafka_version
+        self.identity: ClientIdentity | None = None   # what the last process said it is
+        # told (process name, identity) when a process says what it is: the harness records a client event
+        self.on_identity: Callable[[str, ClientIdentity], None] | None = None
         self.generation = 0
         self.failures: list[str] = []     # deaths nobody asked for: the harness reports them (exit 2)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -97,6 +137,7 @@ class ClientProcess(ABC):
         self._stderr_tail: deque[str] = deque(maxlen=20)
         self._settled = threading.Event()  # the process said hello, or died before it could
         self._hello = False
+        self._identified = False
         self._killing = False
         self._closed = False
         self._lock = threading.RLock()
@@ -142,9 +183,9 @@ class ClientProcess(ABC):
             spec = {**self.spec(), "name": self.name, "origin_ns": self.clock.origin_ns,
                     "verbose": RDKAFKA_LOG.isEnabledFor(logging.WARNING)}
             self._settled.clear()
-            self._hello = self._killing = False
+            self._hello = self._killing = self._identified = False
             self._stderr_tail.clear()
-            proc = subprocess.Popen([sys.executable, "-m", self.module, json.dumps(spec)], cwd=PROJECT_ROOT,
+            proc = subprocess.Popen(self.command(json.dumps(spec)), cwd=PROJECT_ROOT,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             self._proc = proc
             widen_pipe(proc.stdout)
@@ -208,6 +249,14 @@ class ClientProcess(ABC):
                 except OSError:
                     pass
 
+    def command(self, spec_json: str) -> list[str]:
+        """The process to start: ``python -m <module>``, or the Java workload program in the same role."""
+        if self.client == "java":
+            from workloads.java_client import java_command  # builds it on first use
+            assert self.kafka_version is not None
+            return java_command(self.kafka_version, self.role, spec_json)
+        return [sys.executable, "-m", self.module, spec_json]
+
     # ------------------------------------------------------------------ what the process says
 
     @abstractmethod
@@ -238,6 +287,8 @@ class ClientProcess(ABC):
                 if not self._hello and lines[0].startswith(b"H "):
                     self._hello = True
                     self._settled.set()
+                if not self._identified:
+                    lines = self._identify(name, lines)
                 self.on_lines(name, lines)
                 clean = lines[-1] == END_LINE
         except Exception as e:  # a protocol bug: stop trusting this process, keep the history honest
@@ -258,6 +309,21 @@ class ClientProcess(ABC):
         self._settled.set()
         if fatal:  # as an application would: a new client (not from this thread: restart joins it)
             threading.Thread(target=self._replace, name=f"replace-{name}", daemon=True).start()
+
+    def _identify(self, name: str, lines: list[bytes]) -> list[bytes]:
+        """Take the ``K`` line out of the first lines (it follows ``H``): the identity is the client's, not
+        the history's. Once any other line has come, the process said all it would about itself."""
+        rest = []
+        for line in lines:
+            if line.startswith(IDENTITY_TAG):
+                self.identity = ClientIdentity.from_line(line)
+                self._identified = True
+                if self.on_identity is not None:
+                    self.on_identity(name, self.identity)
+            else:
+                rest.append(line)
+                self._identified = self._identified or not line.startswith(b"H ")
+        return rest
 
     def _replace(self) -> None:
         try:

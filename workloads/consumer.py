@@ -35,7 +35,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaEr
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from workloads.child import LineOut, child_main, say_hello
-from workloads.client import ClientProcess
+from workloads.client import ClientProcess, Library
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source
 from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed, processed_fields
@@ -45,6 +45,8 @@ Isolation = Literal["read_committed", "read_uncommitted"]
 # librdkafka's isolation.level when none is set (measured with librdkafka 2.16: an open transaction's
 # records are not delivered, and get_watermark_offsets answers the last stable offset)
 DEFAULT_ISOLATION: Isolation = "read_committed"
+# each client's own default: the Java consumer reads uncommitted unless told otherwise
+DEFAULT_ISOLATIONS: dict[Library, Isolation] = {"librdkafka": DEFAULT_ISOLATION, "java": "read_uncommitted"}
 FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read_committed": "final-reader-committed"}
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
@@ -62,9 +64,10 @@ def consumer_settings(config: dict[str, Any], bootstrap_servers: str, name: str,
     return settings
 
 
-def effective_isolation(config: dict[str, Any], isolation: Isolation | None) -> Isolation:
-    """The isolation.level a consumer really reads with: the one asked for, the config's, or librdkafka's default."""
-    return isolation or config.get("isolation.level") or DEFAULT_ISOLATION
+def effective_isolation(config: dict[str, Any], isolation: Isolation | None,
+                        client: Library = "librdkafka") -> Isolation:
+    """The isolation.level a consumer really reads with: the one asked for, the config's, or its client's default."""
+    return isolation or config.get("isolation.level") or DEFAULT_ISOLATIONS[client]
 
 
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock,
@@ -163,9 +166,10 @@ class ConsumerClient(ClientProcess):
 
     def __init__(self, name: str, bootstrap_servers: str, topic: str, group: str, commit: CommitMode,
                  config: dict[str, Any], reads: HistoryWriter, clock: RunClock, processing_ms: float = 0,
-                 isolation: Isolation | None = None) -> None:
-        """``isolation``: the isolation.level to read with (None: the config's, else librdkafka's default)."""
-        super().__init__(name, clock)
+                 isolation: Isolation | None = None, client: Library = "librdkafka",
+                 kafka_version: str | None = None) -> None:
+        """``isolation``: the isolation.level to read with (None: the config's, else the client's default)."""
+        super().__init__(name, clock, client, kafka_version)
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.group = group
@@ -174,7 +178,7 @@ class ConsumerClient(ClientProcess):
         self.reads = reads
         self.processing_ms = processing_ms
         self.isolation = isolation
-        self._isolation_end = b',"isolation":%s}' % json_line(effective_isolation(config, isolation))
+        self._isolation_end = b',"isolation":%s}' % json_line(effective_isolation(config, isolation, client))
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0

@@ -41,6 +41,7 @@ from confluent_kafka.admin import AdminClient
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from workloads.child import LineOut, child_main, say_hello
+from workloads.client import Library
 from workloads.consumer import ConsumerClient, Isolation, consumer_settings, end_offsets
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
@@ -371,14 +372,14 @@ class PipelineClient(ProducerClient):
     def __init__(self, name: str, bootstrap_servers: str, input_topic: str, output_topic: str, group: str,
                  transactional_id: str, history: History, batch: int = 100, transaction_timeout_ms: int = 60000,
                  commit_timeout_s: float = 10, processing_ms: float = 0,
-                 producer_config: dict[str, Any] | None = None, consumer_config: dict[str, Any] | None = None
-                 ) -> None:
+                 producer_config: dict[str, Any] | None = None, consumer_config: dict[str, Any] | None = None,
+                 client: Library = "librdkafka", kafka_version: str | None = None) -> None:
         if history.txns is None:
             raise ValueError("a pipeline writes txns.jsonl: open the History with transactions=True")
         super().__init__(name, bootstrap_servers, output_topic, producer_config or {}, history.sends, history.clock,
                          transactions={"transactional_id": transactional_id, "timeout_ms": transaction_timeout_ms,
                                        "commit_timeout_s": commit_timeout_s},
-                         txns=history.txns)
+                         txns=history.txns, client=client, kafka_version=kafka_version)
         self.input_topic = input_topic
         self.group = group
         self.batch = batch

@@ -33,7 +33,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from workloads.child import LineOut, child_main, say_hello
-from workloads.client import ClientProcess
+from workloads.client import ClientProcess, Library
 from workloads.history import RDKAFKA_LOG, HistoryWriter, RunClock, json_line
 from workloads.messages import encode
 from workloads.pending import PendingSends, Transactions
@@ -335,8 +335,9 @@ class ProducerClient(ClientProcess):
     def __init__(self, name: str, bootstrap_servers: str, topic: str, config: dict[str, Any],
                  sends: HistoryWriter, clock: RunClock, rate: float | None = None, message_bytes: int = 100,
                  flush_timeout_s: float = 20, transactions: dict[str, Any] | None = None,
-                 txns: HistoryWriter | None = None) -> None:
-        super().__init__(name, clock)
+                 txns: HistoryWriter | None = None, client: Library = "librdkafka",
+                 kafka_version: str | None = None) -> None:
+        super().__init__(name, clock, client, kafka_version)
         if (transactions is None) != (txns is None):
             raise ValueError("a transactional producer needs a txns writer, and only it")
         self.bootstrap_servers = bootstrap_servers
