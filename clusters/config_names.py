@@ -1,4 +1,4 @@
-"""The setting names one Kafka version's broker and topics accept, read from its own jars.
+"""The setting names one Kafka version's broker, topics and Java client accept, read from its own jars.
 
 Kafka silently ignores an unknown name in server.properties, so a typo would
 quietly change an experiment. ``images/ConfigNames.java`` asks the version's
@@ -32,6 +32,8 @@ class ConfigNames:
     kafka_version: str
     broker: frozenset[str]
     topic: frozenset[str]
+    producer: frozenset[str]   # the version's Java client (kafka-clients)
+    consumer: frozenset[str]
 
     def broker_accepts(self, name: str) -> bool:
         """A KafkaConfig name, or one scoped to a listener (``listener.name.internal.ssl.keystore.location``)."""
@@ -56,7 +58,7 @@ def config_names(version: str) -> ConfigNames:
     if not path.exists():
         _extract(version, path)
     data = json.loads(path.read_text())
-    return ConfigNames(version, frozenset(data["broker"]), frozenset(data["topic"]))
+    return ConfigNames(version, *(frozenset(data[kind]) for kind in ("broker", "topic", "producer", "consumer")))
 
 
 def _extract(version: str, path: Path) -> None:

@@ -14,7 +14,7 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
@@ -27,6 +27,8 @@ IGNORED = re.compile(r"Configuration property (\S+) is a (\w+) property and will
 DOTTED_NAME = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
 # a dotted name ending a NUL-terminated string of the loaded library
 LIBRARY_STRING = re.compile(rb"[a-z0-9_.]+(?=\x00)")
+# the Java workload writes and reads byte arrays
+JAVA_SERDES = frozenset({"key.serializer", "value.serializer", "key.deserializer", "value.deserializer"})
 
 _librdkafka_log = logging.getLogger("kchaos.settings-check")  # librdkafka's warnings, read here, shown nowhere
 _librdkafka_log.propagate = False
@@ -65,6 +67,29 @@ def check_consumer_settings(config: dict[str, Any], group: str, commit: CommitMo
     _check_client("consumer", where, config, consumer_settings(config, "", "c0", group, commit))
 
 
+def check_java_settings(kind: Literal["producer", "consumer"], prefix: str, maps: dict[str, dict[str, Any]],
+                        names: ConfigNames, group: str = "", commit: CommitMode = "manual",
+                        transaction_timeout_ms: int | None = None) -> None:
+    """A Java client's settings: every name one the scenario's kafka-clients defines (the Java client only logs
+    an unknown one), none the harness sets itself. ``maps``: where each map is written (config, java_config)."""
+    known = names.producer if kind == "producer" else names.consumer
+    merged = {k: v for config in maps.values() for k, v in config.items()}
+    transactions = None if transaction_timeout_ms is None else {
+        "transactional_id": "kchaos-settings-check", "timeout_ms": transaction_timeout_ms}
+    settings = producer_settings(merged, "", "p0", transactions) if kind == "producer" else \
+        consumer_settings(merged, "", "c0", group, commit)
+    for where, config in maps.items():
+        for key in config:
+            if key in JAVA_SERDES:
+                raise ValueError(f"{where}.{key}: the harness sets it itself (byte arrays), so this value would be "
+                                 "ignored")
+            if key not in known:
+                hint = f" (a librdkafka setting: {prefix}.librdkafka_config holds what only librdkafka gets)" \
+                    if _is_librdkafka_property(key) else did_you_mean(key, known)
+                raise ValueError(f"{where}.{key}: Kafka {names.kafka_version}'s Java {kind} has no such setting{hint}")
+        _not_set_by_harness(where, config, settings)
+
+
 def check_broker_settings(config: dict[str, Any], names: ConfigNames) -> None:
     """Kafka ignores an unknown name in server.properties without a word: refuse it here."""
     for key in config:
@@ -80,12 +105,16 @@ def check_topic_settings(config: dict[str, Any], names: ConfigNames) -> None:
                              f"{did_you_mean(key, names.topic)}")
 
 
-def _check_client(kind: str, where: str, config: dict[str, Any], settings: dict[str, Any]) -> None:
-    """Construct the client the workload would (no broker named, none contacted) and read what librdkafka says."""
+def _not_set_by_harness(where: str, config: dict[str, Any], settings: dict[str, Any]) -> None:
     for key, value in config.items():
         if settings[key] != value:  # bootstrap.servers is "" here: the cluster's, known only once it runs
             shown = f" (to {settings[key]!r} here)" if settings[key] != "" else ""
             raise ValueError(f"{where}.{key}: the harness sets it itself{shown}, so this value would be ignored")
+
+
+def _check_client(kind: str, where: str, config: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Construct the client the workload would (no broker named, none contacted) and read what librdkafka says."""
+    _not_set_by_harness(where, config, settings)
     warnings = _Collect()
     _librdkafka_log.addHandler(warnings)
     try:

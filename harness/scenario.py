@@ -25,11 +25,16 @@ from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
 from verdicts.expect import EXPECTABLE, EXPECTATION
-from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_producer_settings,
-                                    check_topic_settings)
+from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
+                                    check_producer_settings, check_topic_settings)
 
 Scalar = Union[bool, int, float, str]
-CONFIG_MAPS = {"config", "broker_config"}
+Client = Literal["librdkafka", "java"]
+CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config"}
+ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client")
+LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
+                       "added to config")
+JAVA_CONFIG = Field({}, description="settings only a Java client gets (e.g. buffer.memory), added to config")
 
 
 class Strict(BaseModel):
@@ -58,9 +63,12 @@ class ProducersModel(Strict):
     count: int = Field(2, ge=1, le=64)
     rate: float | None = Field(None, gt=0, description="messages per second per producer; null: unbounded")
     message_bytes: int = Field(100, ge=16, le=1_000_000)
+    client: Client | None = ROLE_CLIENT
     config: dict[str, Scalar] = {}
+    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
+    java_config: dict[str, Scalar] = JAVA_CONFIG
 
-    @field_validator("config")
+    @field_validator("config", "librdkafka_config", "java_config")
     @classmethod
     def _acks(cls, config: dict[str, Scalar]) -> dict[str, Scalar]:
         acks = config.get("acks", config.get("request.required.acks"))
@@ -79,7 +87,10 @@ class ConsumersModel(Strict):
     isolation: Literal["read_committed", "read_uncommitted"] | None = Field(
         None, description="isolation.level; null: read_committed when transactions or a pipeline run, else the "
         "client's default")
+    client: Client | None = ROLE_CLIENT
     config: dict[str, Scalar] = {}
+    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
+    java_config: dict[str, Scalar] = JAVA_CONFIG
 
 
 class TransactionsModel(Strict):
@@ -102,12 +113,18 @@ class PipelineModel(Strict):
     group: str = "kchaos-pipeline"
     processing_ms: float = Field(0, ge=0, le=600_000, description="time each transaction stays open with its "
                                  "outputs written before it commits (where a crash lands)")
-    config: dict[str, Scalar] = Field({}, description="librdkafka settings of the pipeline's input consumer, "
-                                      "e.g. session.timeout.ms: how soon a crashed instance's partitions move")
+    client: Client | None = ROLE_CLIENT
+    config: dict[str, Scalar] = Field({}, description="settings of the pipeline's input consumer, e.g. "
+                                      "session.timeout.ms: how soon a crashed instance's partitions move")
+    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
+    java_config: dict[str, Scalar] = JAVA_CONFIG
 
 
 class WorkloadModel(Strict):
     duration_s: float = Field(60, gt=0, le=86_400)
+    client: Client = Field("librdkafka", description="the Kafka client of every role that names none, and of the "
+                           "final read-back: librdkafka (confluent-kafka) or java (kafka-clients of "
+                           "cluster.kafka_version)")
     producers: ProducersModel = ProducersModel()
     consumers: ConsumersModel = ConsumersModel()
     transactions: TransactionsModel | None = None
@@ -119,11 +136,46 @@ class WorkloadModel(Strict):
         return self.transactions is not None or self.pipeline is not None
 
     @property
+    def producer_client(self) -> Client:
+        return self.producers.client or self.client
+
+    @property
+    def consumer_client(self) -> Client:
+        return self.consumers.client or self.client
+
+    @property
+    def pipeline_client(self) -> Client:
+        return (self.pipeline.client if self.pipeline is not None else None) or self.client
+
+    @property
+    def producer_config(self) -> dict[str, Scalar]:
+        """What the producers are given: config plus their client's own map."""
+        return client_config(self.producers, self.producer_client)
+
+    @property
+    def consumer_config(self) -> dict[str, Scalar]:
+        return client_config(self.consumers, self.consumer_client)
+
+    @property
+    def pipeline_config(self) -> dict[str, Scalar]:
+        """The pipeline's input consumer's settings (its producer takes the producers')."""
+        return {} if self.pipeline is None else client_config(self.pipeline, self.pipeline_client)
+
+    @property
+    def pipeline_producer_config(self) -> dict[str, Scalar]:
+        """The pipeline's output producer: the producers' settings, for the pipeline's client."""
+        return client_config(self.producers, self.pipeline_client)
+
+    @property
     def consumer_isolation(self) -> str | None:
         """The application consumers' isolation.level (None: the client's own default)."""
         if self.consumers.isolation is not None:
             return self.consumers.isolation
         return "read_committed" if self.transactional else None
+
+
+def client_config(role: ProducersModel | ConsumersModel | PipelineModel, client: Client) -> dict[str, Scalar]:
+    return {**role.config, **(role.java_config if client == "java" else role.librdkafka_config)}
 
 
 def known_fault(kind: str) -> str:
@@ -271,8 +323,8 @@ class Scenario(Strict):
     def _transactions_possible(self) -> None:
         """Transactions need an idempotent producer and a timeout the brokers accept; the harness names them."""
         w = self.workload
-        producer = {k: str(v).lower() for k, v in w.producers.config.items()}
-        if "isolation.level" in w.consumers.config and w.consumers.isolation is not None:
+        producer = {k: str(v).lower() for k, v in w.producer_config.items()}
+        if "isolation.level" in w.consumer_config and w.consumers.isolation is not None:
             raise ValueError("workload.consumers: set isolation or config.isolation.level, not both")
         if w.transactions is not None:
             if "transactional.id" in producer:
@@ -285,7 +337,8 @@ class Scenario(Strict):
                 raise ValueError("workload.transactions needs enable.idempotence: a transactional producer is "
                                  "idempotent")
             for name in ("message.timeout.ms", "delivery.timeout.ms"):
-                if name in producer and int(producer[name]) > w.transactions.timeout_ms:
+                if (w.producer_client == "librdkafka" and name in producer
+                        and int(producer[name]) > w.transactions.timeout_ms):
                     raise ValueError(f"workload.producers.config.{name}={producer[name]} is above "
                                      f"workload.transactions.timeout_ms={w.transactions.timeout_ms}: librdkafka "
                                      "refuses a message time-out longer than the transaction's")
@@ -313,11 +366,29 @@ class Scenario(Strict):
     def _kafka_settings_exist(self) -> None:
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
         w = self.workload
-        check_producer_settings(dict(w.producers.config),
-                                None if w.transactions is None else w.transactions.timeout_ms)
-        check_consumer_settings(dict(w.consumers.config), w.consumers.group, w.consumers.commit)
+        timeout_ms = None if w.transactions is None else w.transactions.timeout_ms
+        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str]] = [
+            ("workload.producers", w.producers, w.producer_client, "producer"),
+            ("workload.consumers", w.consumers, w.consumer_client, "consumer")]
         if w.pipeline is not None:
-            check_consumer_settings(dict(w.pipeline.config), w.pipeline.group, "manual", "workload.pipeline.config")
+            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, "consumer")]
+            if w.pipeline_client != w.producer_client:  # its producer runs the producers' settings on its client
+                roles += [("workload.producers", w.producers, w.pipeline_client, "producer")]
+        for where, role, client, kind in roles:
+            group, commit = (w.consumers.group, w.consumers.commit) if role is w.consumers else (
+                (w.pipeline.group, "manual") if w.pipeline is not None and role is w.pipeline else ("", "manual"))
+            if client == "java":
+                try:
+                    names = config_names(self.cluster.kafka_version)
+                except ClusterError as e:
+                    raise ValueError(str(e)) from None
+                check_java_settings(kind, where, {f"{where}.config": dict(role.config),
+                                                  f"{where}.java_config": dict(role.java_config)},
+                                    names, group, commit, timeout_ms if kind == "producer" else None)
+            elif kind == "producer":
+                check_producer_settings(client_config(role, client), timeout_ms)
+            else:
+                check_consumer_settings(client_config(role, client), group, commit, f"{where}.config")
         if self.cluster.broker_config or self.topic.config:
             try:
                 names = config_names(self.cluster.kafka_version)

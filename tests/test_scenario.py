@@ -67,6 +67,18 @@ def write(tmp_path: Path, text: str) -> Path:
     ("faults: [{kind: pause, target: txn-coordinator}]",
      "faults.0: target txn-coordinator, but the workload has no transactions"),
     ("workload: {pipeline: {config: {session.timeout.msec: 6000}}}", "workload.pipeline.config.session.timeout.msec"),
+    ("workload: {client: jvm}", "workload.client: Input should be 'librdkafka' or 'java'"),
+    ("workload: {client: java, producers: {config: {lingr.ms: 5}}}",
+     "workload.producers.config.lingr.ms: Kafka 3.9.2's Java producer has no such setting (did you mean linger.ms?)"),
+    ("workload: {client: java, producers: {config: {queue.buffering.max.messages: 5}}}",
+     "has no such setting (a librdkafka setting: workload.producers.librdkafka_config holds what only librdkafka"),
+    ("workload: {producers: {client: java, java_config: {value.serializer: x}}}",
+     "workload.producers.java_config.value.serializer: the harness sets it itself"),
+    ("workload: {consumers: {client: java, config: {group.id: g}}}",
+     "workload.consumers.config.group.id: the harness sets it itself"),
+    ("workload: {client: java, consumers: {client: librdkafka, config: {fetch.max.wait.ms: 10}}}",
+     "workload.consumers.config.fetch.max.wait.ms: librdkafka has no such setting"),
+    ("workload: {producers: {librdkafka_config: {buffer.memory: 5}}}", "librdkafka has no such setting"),
     ("name: [unclosed", "not valid YAML"),
     ("- a list", "a scenario is a mapping"),
 ])
@@ -94,6 +106,24 @@ def test_overrides_reach_nested_keys_config_maps_and_list_items(tmp_path: Path) 
     assert s.cluster_spec().broker_config == {"log.flush.interval.messages": "1"}
     assert s.seed == 99
     assert s.name == "s"
+
+
+def test_each_role_runs_its_client_with_the_shared_config_and_its_clients_own(tmp_path: Path) -> None:
+    text = ("workload:\n  client: java\n  producers:\n    config: {acks: all}\n"
+            "    librdkafka_config: {queue.buffering.max.messages: 10}\n    java_config: {buffer.memory: 1048576}\n"
+            "  consumers: {client: librdkafka, librdkafka_config: {fetch.wait.max.ms: 10}, java_config: {x.y: 1}}\n")
+    w = load_scenario(write(tmp_path, text)).workload
+    assert (w.producer_client, w.consumer_client) == ("java", "librdkafka")
+    assert w.producer_config == {"acks": "all", "buffer.memory": 1048576}
+    assert w.consumer_config == {"fetch.wait.max.ms": 10}
+    w = load_scenario(write(tmp_path, text), ["workload.producers.client=librdkafka"]).workload
+    assert w.producer_config == {"acks": "all", "queue.buffering.max.messages": 10}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_shipped_scenario_runs_on_the_java_client(path: Path) -> None:
+    scenario = load_scenario(path, ["workload.client=java"])
+    assert scenario.workload.producer_client == "java"
 
 
 def test_bad_override_is_one_line(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ import java.util.stream.Collectors;
  *   java -cp 'libs/*' ConfigNames.java
  * Broker names: KafkaConfig's ConfigDef (internal settings included) plus
  * every name its documentation generator (KafkaConfig.main) lists.
- * Topic names: LogConfig.configNames().
+ * Topic names: LogConfig.configNames(). Producer and consumer names: the
+ * version's Java client (ProducerConfig / ConsumerConfig), which a scenario
+ * run with workload.client java is checked against.
  */
 public class ConfigNames {
     private static final Pattern DOCUMENTED = Pattern.compile("id=\"brokerconfigs_([^\"]+)\"");
@@ -23,8 +25,11 @@ public class ConfigNames {
         Set<String> broker = new TreeSet<>(kafka.server.KafkaConfig.configDef().names());
         broker.addAll(documentedBrokerNames());
         Set<String> topic = new TreeSet<>(org.apache.kafka.storage.internals.log.LogConfig.configNames());
+        Set<String> producer = new TreeSet<>(org.apache.kafka.clients.producer.ProducerConfig.configNames());
+        Set<String> consumer = new TreeSet<>(org.apache.kafka.clients.consumer.ConsumerConfig.configNames());
         System.out.println("{\"kafka_version\": \"" + org.apache.kafka.common.utils.AppInfoParser.getVersion()
-                + "\", \"broker\": " + json(broker) + ", \"topic\": " + json(topic) + "}");
+                + "\", \"broker\": " + json(broker) + ", \"topic\": " + json(topic)
+                + ", \"producer\": " + json(producer) + ", \"consumer\": " + json(consumer) + "}");
     }
 
     /** The names in the HTML that Kafka's own docs are generated from (some dynamic ones live only there). */
