@@ -1,7 +1,7 @@
-"""What ``make setup`` prepares for each Kafka version: the node image, and the version's setting names.
+"""What ``make setup`` prepares for each Kafka version: the node image, its setting names, the Java workload.
 
 ``python -m clusters.prepare [--kafka-version V ...]`` (scripts/setup.sh);
-both are cached and rebuilt only when their recipe changes.
+each is cached and rebuilt only when its recipe changes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from clusters.config_names import config_names
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
+from workloads.client import WorkloadError
+from workloads.java_client import ensure_built
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         for version in args.kafka_version or [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]:
             print(ensure_image(version))
             config_names(version)  # scenario validation reads them offline
-    except (ClusterError, docker.errors.DockerException) as e:
+            print(ensure_built(version))  # built against this version's kafka-clients (workload.client: java)
+    except (ClusterError, WorkloadError, docker.errors.DockerException) as e:
         print(f"kchaos: {e}", file=sys.stderr)
         return 2
     return 0

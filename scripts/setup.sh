@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 DOCKERD_LOG=${KCHAOS_DOCKERD_LOG:-/var/log/kchaos-dockerd.log}
 DOCKERD_PIDFILE=/run/kchaos-dockerd.pid
-PACKAGES=(docker.io mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jre-headless chromium)
+PACKAGES=(docker.io mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jdk-headless chromium)
 
 step() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
