@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from checkers.producer_settings import effective_producer, producer_client, producer_config
 from rundir.documents import SCHEMA_VERSION
 
 ANOMALIES = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
@@ -151,20 +152,20 @@ class Promises:
 def promises_from_scenario(scenario: dict[str, Any] | None) -> tuple[Promises, str | None]:
     """Promises of the producers of a resolved scenario.yaml, and a note when they had to be assumed.
 
-    Idempotent: enable.idempotence true, a transactional.id or the
-    transactions workload (which imply it). Ordered: idempotent (librdkafka
-    keeps order across retries then), or at most one request in flight.
+    Idempotent: as the producers' client runs them (checkers/producer_settings.py:
+    librdkafka only when asked, the Java client by default), or the
+    transactions workload (which implies it). Ordered: idempotent (both
+    clients keep order across retries then), or one request in flight.
     """
     if scenario is None:
         return Promises(idempotent=False, ordered=False), NO_SCENARIO_NOTE
     hanging_after_ms = _hanging_after_ms(scenario)
-    config = _producer_config(scenario)
+    config = producer_config(scenario)
     if config is None:
         return Promises(idempotent=False, ordered=False, hanging_after_ms=hanging_after_ms), NO_PRODUCER_CONFIG_NOTE
-    idempotent = (_is_true(config.get("enable.idempotence")) or _is_set(config.get("transactional.id"))
-                  or _transactions(scenario) is not None)
-    in_flight = config.get("max.in.flight.requests.per.connection", config.get("max.in.flight"))
-    return Promises(idempotent=idempotent, ordered=idempotent or _is_one(in_flight),
+    effective = effective_producer(config, producer_client(scenario))
+    idempotent = effective["enable.idempotence"] == "true" or _transactions(scenario) is not None
+    return Promises(idempotent=idempotent, ordered=idempotent or effective["max.in.flight.requests.per.connection"] == "1",
                     hanging_after_ms=hanging_after_ms), None
 
 
@@ -178,7 +179,7 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
     """transaction.timeout.ms (the transactions workload's, else the producers' config) plus the clean-up interval."""
     timeout = (_transactions(scenario) or {}).get("timeout_ms")
     if timeout is None:
-        timeout = (_producer_config(scenario) or {}).get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+        timeout = (producer_config(scenario) or {}).get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
     cluster = scenario.get("cluster")
     brokers = cluster.get("broker_config") if isinstance(cluster, dict) else None
     cleanup = (brokers or {}).get(TXN_CLEANUP_SETTING, DEFAULT_TXN_CLEANUP_INTERVAL_MS)
@@ -186,31 +187,6 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
         return int(timeout) + int(cleanup)
     except (TypeError, ValueError):
         return DEFAULT_TRANSACTION_TIMEOUT_MS + DEFAULT_TXN_CLEANUP_INTERVAL_MS
-
-
-def _producer_config(scenario: dict[str, Any]) -> dict[str, Any] | None:
-    node: Any = scenario
-    for key in ("workload", "producers", "config"):
-        if not isinstance(node, dict) or not isinstance(node.get(key), dict):
-            return None
-        node = node[key]
-    return node
-
-
-def _is_true(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and str(value).strip() != ""
-
-
-def _is_one(value: Any) -> bool:
-    if isinstance(value, bool) or value is None:
-        return False
-    if isinstance(value, (int, float)):
-        return value == 1
-    return str(value).strip() == "1"
 
 
 def validity(counts: dict[str, int], promises: Promises) -> bool:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkers.producer_settings import ALIASES, effective_producer, producer_client, producer_config
+
 
 def durability_config(scenario: dict[str, Any] | None) -> dict[str, Any]:
     """The settings that decide what Kafka promises, normalised (also the rows of the matrix)."""
     scenario = scenario or {}
     workload = scenario.get("workload") or {}
-    producer = (workload.get("producers") or {}).get("config") or {}
+    producer = effective_producer(producer_config(scenario) or {}, producer_client(scenario))
     consumers = workload.get("consumers") or {}
     cluster, topic = scenario.get("cluster") or {}, scenario.get("topic") or {}
     broker, topic_cfg = cluster.get("broker_config") or {}, topic.get("config") or {}
-    acks = str(producer.get("acks", producer.get("request.required.acks", "all")))
-    idempotent = _truthy(producer.get("enable.idempotence", False)) or bool(producer.get("transactional.id"))
+    acks = producer["acks"]
+    idempotent = producer["enable.idempotence"] == "true" or bool(workload.get("transactions"))
     unclean = topic_cfg.get("unclean.leader.election.enable", broker.get("unclean.leader.election.enable", False))
     flush_messages = topic_cfg.get("flush.messages", broker.get("log.flush.interval.messages"))
     flush_ms = topic_cfg.get("flush.ms", broker.get("log.flush.interval.ms"))
@@ -27,6 +29,7 @@ def durability_config(scenario: dict[str, Any] | None) -> dict[str, Any]:
     if (consumers.get("config") or {}).get("enable.auto.commit") is not None:
         commit = f"{commit} (enable.auto.commit={consumers['config']['enable.auto.commit']})"
     return {
+        "client": producer_client(scenario),
         "metadata": cluster.get("metadata", "zookeeper"),
         "acks": "all" if acks == "-1" else acks,
         "min.insync.replicas": topic.get("min_insync_replicas", "?"),
@@ -42,7 +45,9 @@ def durability_settings(scenario: dict[str, Any] | None) -> list[tuple[str, Any]
     """Every setting that matters for durability, as (name, value) rows for the report."""
     if not scenario:
         return [("scenario", "unknown (no scenario.yaml)")]
-    producer = ((scenario.get("workload") or {}).get("producers") or {}).get("config") or {}
+    client = producer_client(scenario)
+    named = producer_config(scenario) or {}
+    producer = effective_producer(named, client)
     cluster, topic = scenario.get("cluster") or {}, scenario.get("topic") or {}
     broker, topic_cfg = cluster.get("broker_config") or {}, topic.get("config") or {}
     cfg = durability_config(scenario)
@@ -52,11 +57,8 @@ def durability_settings(scenario: dict[str, Any] | None) -> list[tuple[str, Any]
     return [
         ("Kafka", f"{cluster.get('kafka_version', '?')} ({cluster.get('metadata', '?')})"),
         ("brokers", cluster.get("brokers", "?")),
-        ("acks", producer.get("acks", "all (librdkafka default)")),
-        ("enable.idempotence", producer.get("enable.idempotence", False)),
-        ("retries", producer.get("retries", "default")),
-        ("max.in.flight", producer.get("max.in.flight.requests.per.connection", producer.get("max.in.flight", 1000000))),
-        ("delivery.timeout.ms", producer.get("delivery.timeout.ms", "default")),
+        ("producer client", client),
+        *[(name, value if _named(name, named) else f"{value} ({client} default)") for name, value in producer.items()],
         ("replication factor", cfg["replication factor"]),
         ("min.insync.replicas", cfg["min.insync.replicas"]),
         ("unclean.leader.election.enable", cfg["unclean election"]),
@@ -95,6 +97,11 @@ def promises(cfg: dict[str, Any]) -> list[str]:
     said.append("consumer commits after processing: at-least-once" if str(cfg["commit"]).startswith("manual")
                 else "auto commit: offsets may be committed before processing")
     return said
+
+
+def _named(setting: str, config: dict[str, Any]) -> bool:
+    """The scenario set it (under its name or librdkafka's alias), rather than the client's default deciding."""
+    return setting in config or any(ALIASES[alias] == setting for alias in config if alias in ALIASES)
 
 
 def _truthy(value: Any) -> bool:
