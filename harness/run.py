@@ -32,7 +32,7 @@ from harness.scenario import Scenario
 from rundir import documents
 from rundir.layout import RunDir
 from workloads.client import WorkloadError
-from workloads.consumer import ConsumerClient, read_back, read_back_both
+from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, StableObserver, record_committed
 from workloads.pipeline import PipelineClient
@@ -102,24 +102,31 @@ class Trial:
                     "partitions": scenario.topic.partitions, "seed": scenario.seed}
 
         pipeline = w.pipeline
+        version = scenario.cluster.kafka_version  # a Java client is kafka-clients of the cluster's version
         self.workload = Workload(
-            producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producers.config), history.sends,
+            producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producer_config), history.sends,
                                       history.clock, w.producers.rate, w.producers.message_bytes,
                                       transactions=transactions(f"p{i}"),
-                                      txns=history.txns if txns is not None else None)
+                                      txns=history.txns if txns is not None else None,
+                                      client=w.producer_client, kafka_version=version)
                        for i in range(w.producers.count)],
             consumers=[ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
-                                      dict(w.consumers.config), history.reads, history.clock,
-                                      w.consumers.processing_ms, isolation=w.consumer_isolation)
+                                      dict(w.consumer_config), history.reads, history.clock,
+                                      w.consumers.processing_ms, isolation=w.consumer_isolation,
+                                      client=w.consumer_client, kafka_version=version)
                        for i in range(w.consumers.count)],
             pipelines=[] if pipeline is None else [
                 PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
                                f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
                                transaction_timeout_ms=txns.timeout_ms if txns is not None else 60_000,
                                commit_timeout_s=txns.commit_timeout_s if txns is not None else 10,
-                               processing_ms=pipeline.processing_ms, producer_config=dict(w.producers.config),
-                               consumer_config=dict(pipeline.config))
+                               processing_ms=pipeline.processing_ms, producer_config=dict(w.pipeline_producer_config),
+                               consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
+                               kafka_version=version)
                 for i in range(pipeline.count)])
+        for client in self.workload.clients:
+            client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,
+                                                                                          identity)
         self.observer = LeaderObserver(cluster, topic, history)
         self.topics = {topic: scenario.topic.partitions}
         if pipeline is not None:
@@ -138,7 +145,7 @@ class Trial:
         self.progress.phase("starting clients")
         library, binding = confluent_kafka.libversion()[0], confluent_kafka.version()[0]
         self.history.event("client", client="librdkafka", version=library, binding=f"confluent-kafka {binding}",
-                           time_ns=self.history.clock.now_ns())
+                           role="harness", time_ns=self.history.clock.now_ns())  # its admin requests
         try:
             self.workload.start()
         except WorkloadError as e:
@@ -181,7 +188,10 @@ class Trial:
         read = read_back_both if s.workload.transactional else read_back
         try:
             for topic, partitions in self.topics.items():
-                read(self.cluster.bootstrap_servers, topic, partitions, self.history, s.schedule.final_read_timeout_s)
+                read(self.cluster.bootstrap_servers, topic, partitions, self.history, s.schedule.final_read_timeout_s,
+                     client=s.workload.client, kafka_version=s.cluster.kafka_version)
+        except WorkloadError as e:  # the Java reader died: what it read stays, the run is not judged
+            raise HarnessError(str(e)) from None
         finally:
             if self.stable is not None:
                 self.stable.stop()

@@ -20,10 +20,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, libversion
 
 from workloads.history import RDKAFKA_LOG, RunClock
-from workloads.protocol import END, STOP, encode_lines, hello
+from workloads.protocol import END, STOP, encode_lines, hello, identity
 
 EXIT_HARNESS_GONE = 3
 # the Kafka client hit a fatal error (e.g. an idempotent producer whose sequence
@@ -90,5 +90,6 @@ def child_main(work: Callable[[dict[str, Any], RunClock, threading.Event, LineOu
     os._exit(code)  # no interpreter shutdown: librdkafka's threads and the stdin reader just end
 
 
-def say_hello(out: LineOut) -> None:
-    out.send([hello(os.getpid())])
+def say_hello(out: LineOut, settings: dict[str, Any]) -> None:
+    """``H`` (the client is up), then ``K``: librdkafka's version and the ``settings`` this process runs with."""
+    out.send([hello(os.getpid()), identity("librdkafka", libversion()[0], settings)])

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from workloads.child import EXIT_FATAL_CLIENT_ERROR
+from workloads.errors import WorkloadError
 from workloads.history import RDKAFKA_LOG, RunClock
 from workloads.protocol import END, STOP, LineSplitter, ProtocolError
 
@@ -87,10 +88,6 @@ class Client(Protocol):
 
     def restart(self) -> None:
         """Start a new process in its place and wait until its Kafka client is up."""
-
-
-class WorkloadError(RuntimeError):
-    """A workload process would not start, died on its own, or broke the protocol."""
 
 
 def widen_pipe(pipe: IO[bytes] | None) -> None:
@@ -216,10 +213,13 @@ class ClientProcess(ABC):
             except (BrokenPipeError, ValueError):
                 pass  # already gone, or already asked
 
-    def stop(self, timeout_s: float) -> None:
-        """Ask the process to finish and wait for it; SIGKILL it after ``timeout_s``."""
+    def stop(self, timeout_s: float, ask: bool = True) -> None:
+        """Ask the process to finish (``ask``; else it ends by itself) and wait for it; SIGKILL it after
+        ``timeout_s``."""
         with self._lock:
-            self.ask_to_stop()
+            if ask:
+                self.ask_to_stop()
+            self._closed = True
             proc = self._proc
             if proc is None:
                 return

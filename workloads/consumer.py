@@ -35,7 +35,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaEr
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from workloads.child import LineOut, child_main, say_hello
-from workloads.client import ClientProcess, Library
+from workloads.client import ClientIdentity, ClientProcess, Library, WorkloadError
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source
 from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed, processed_fields
@@ -68,6 +68,13 @@ def effective_isolation(config: dict[str, Any], isolation: Isolation | None,
                         client: Library = "librdkafka") -> Isolation:
     """The isolation.level a consumer really reads with: the one asked for, the config's, or its client's default."""
     return isolation or config.get("isolation.level") or DEFAULT_ISOLATIONS[client]
+
+
+def librdkafka_consumer_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """What decides a librdkafka consumer's at-least-once / exactly-once behaviour, its defaults filled in."""
+    return {"isolation.level": effective_isolation(settings, None), "enable.auto.commit": settings["enable.auto.commit"],
+            "auto.offset.reset": settings["auto.offset.reset"],
+            "auto.commit.interval.ms": settings.get("auto.commit.interval.ms", 5000)}
 
 
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock,
@@ -103,13 +110,13 @@ class ConsumeLoop:
         self.clock = clock
         self.stop = stop
         self.out = out
-        self.consumer = Consumer(consumer_settings(spec["config"], spec["bootstrap_servers"], spec["name"],
-                                                   spec["group"], self.commit, spec.get("isolation")),
-                                 logger=RDKAFKA_LOG)
+        self.settings = consumer_settings(spec["config"], spec["bootstrap_servers"], spec["name"], spec["group"],
+                                          self.commit, spec.get("isolation"))
+        self.consumer = Consumer(self.settings, logger=RDKAFKA_LOG)
 
     def run(self) -> None:
         self.consumer.subscribe([self.topic])
-        say_hello(self.out)
+        say_hello(self.out, librdkafka_consumer_identity(self.settings))
         try:
             while not self.stop.is_set():
                 batch = [m for m in self.consumer.consume(BATCH, timeout=0.5) if m.error() is None]
@@ -272,7 +279,8 @@ def collect_ends(requests: EndRequests, deadline: float, errors: list[str] | Non
 
 
 def read_back(bootstrap_servers: str, topic: str, partitions: int, history: History, timeout_s: float = 120,
-              isolation: Isolation = "read_uncommitted") -> bool:
+              isolation: Isolation = "read_uncommitted", client: Library = "librdkafka",
+              kafka_version: str | None = None) -> bool:
     """Read every partition from the beginning to its high watermark; True when all got there.
 
     Complete means the consumer's *position* reached the high watermark:
@@ -280,46 +288,139 @@ def read_back(bootstrap_servers: str, topic: str, partitions: int, history: Hist
     never get there. A read_committed read-back cannot pass the last stable
     offset, so it waits (up to ``timeout_s``) for every open transaction
     below the high watermark to end; its final-read events say where the
-    last stable offset stood.
+    last stable offset stood. ``client`` java: Kafka's Java consumer of
+    ``kafka_version`` reads (a process of its own, :class:`ReaderClient`);
+    the high watermarks are asked by the harness either way.
     """
     clock = history.clock
+    high = _ends(bootstrap_servers, topic, partitions, "read_uncommitted")
+    if client == "java":
+        reader = ReaderClient(bootstrap_servers, topic, partitions, high, isolation, timeout_s, history,
+                              kafka_version)
+        position = reader.read()
+    else:
+        position = _read_with_librdkafka(bootstrap_servers, topic, high, history, timeout_s, isolation)
+    committed = isolation == "read_committed"
+    stable = _ends(bootstrap_servers, topic, partitions, "read_committed") if committed else {}
+    for p in range(partitions):
+        extra = {"last_stable_offset": stable[p]} if committed else {}
+        history.event("final-read", topic=topic, partition=p, high_watermark=high[p],
+                      complete=position.get(p, 0) >= high[p], time_ns=clock.now_ns(), isolation=isolation, **extra)
+    return all(position.get(p, 0) >= high[p] for p in range(partitions))
+
+
+def _read_with_librdkafka(bootstrap_servers: str, topic: str, high: dict[int, int], history: History,
+                          timeout_s: float, isolation: Isolation) -> dict[int, int]:
+    """The read-back's reading, by a librdkafka consumer in the harness: each partition's final position."""
     consumer_name = FINAL_READERS[isolation]
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kchaos-final-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": False,
                          "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}"},
                         logger=RDKAFKA_LOG)
     try:
-        high = _ends(bootstrap_servers, topic, partitions, "read_uncommitted")
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        position = {p: 0 for p in range(partitions)}
+        tps = [TopicPartition(topic, p) for p in high]
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in high])
+        position = {p: 0 for p in high}
         deadline = time.monotonic() + timeout_s
         while any(position[p] < high[p] for p in position) and time.monotonic() < deadline:
             records = []
             for msg in consumer.consume(BATCH, timeout=0.5):
                 if msg.error() is None and msg.offset() < high[msg.partition()]:
-                    records.append(read_record(msg, consumer_name, None, "final", clock, isolation))
+                    records.append(read_record(msg, consumer_name, None, "final", history.clock, isolation))
             history.reads.write_many(records)
             for tp in consumer.position(tps):
                 if tp.offset >= 0:
                     position[tp.partition] = max(position[tp.partition], tp.offset)
-        committed = isolation == "read_committed"
-        stable = _ends(bootstrap_servers, topic, partitions, "read_committed") if committed else {}
-        for p in range(partitions):
-            extra = {"last_stable_offset": stable[p]} if committed else {}
-            history.event("final-read", topic=topic, partition=p, high_watermark=high[p],
-                          complete=position[p] >= high[p], time_ns=clock.now_ns(), isolation=isolation, **extra)
-        return all(position[p] >= high[p] for p in position)
+        return position
     finally:
         consumer.close()
 
 
+class ReaderClient(ClientProcess):
+    """The final read-back by Kafka's Java consumer: a process that reads every partition to the high
+    watermarks the harness measured, reports each record (``R``, with its source when a pipeline wrote it) and
+    then each partition's position (``F <partition> <position>``), and ends by itself."""
+
+    role = "reader"
+    module = "workloads.consumer"  # never started as Python: librdkafka reads back in the harness itself
+
+    def __init__(self, bootstrap_servers: str, topic: str, partitions: int, high: dict[int, int],
+                 isolation: Isolation, timeout_s: float, history: History, kafka_version: str | None) -> None:
+        super().__init__(FINAL_READERS[isolation], history.clock, "java", kafka_version)
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.partitions = partitions
+        self.high = high
+        self.isolation = isolation
+        self.timeout_s = timeout_s
+        self.reads = history.reads
+        self.on_identity = lambda name, identity: record_identity(history, name, self.role, identity)
+        self.positions: dict[int, int] = {}
+        self._exit: str | None = None
+        self._head = b'{"consumer":%s,"group":null,"phase":"final","topic":%s,"partition":' % (
+            json_line(self.name), json_line(topic))
+        self._end = b',"isolation":%s' % json_line(isolation)
+
+    def spec(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "partitions": self.partitions,
+                "high": {str(p): o for p, o in self.high.items()}, "isolation": self.isolation,
+                "timeout_s": self.timeout_s}
+
+    def read(self) -> dict[int, int]:
+        """Run the reader to its end; each partition's position (a partition it never reported: none)."""
+        self.start()
+        try:
+            self.wait_started()
+            self.stop(self.timeout_s + STOP_MARGIN_S, ask=False)
+        except WorkloadError as e:
+            raise WorkloadError(f"the Java read-back failed: {e}") from None
+        finally:
+            self.abort()
+        if self.failures:
+            raise WorkloadError(f"the Java read-back failed: {'; '.join(self.failures)}")
+        return self.positions
+
+    def on_lines(self, name: str, lines: list[bytes]) -> None:
+        out: list[bytes] = []
+        for line in lines:
+            tag = line[:2]
+            if tag == b"R ":
+                parts = line.split(b" ")
+                source = b""
+                if len(parts) == 8:
+                    source = b',"from_producer":%s,"from_seq":%s' % (json_line(parts[6].decode()),
+                                                                      as_json_int(parts[7]))
+                    line = b" ".join(parts[:6])
+                partition, offset, producer, seq, time_ns = processed_fields(line)
+                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s%s}' % (
+                    self._head, partition, offset, b"null" if producer == b"-" else json_line(producer.decode()),
+                    as_json_int(seq), time_ns, self._end, source))
+            elif tag == b"F ":
+                _, partition, position = line.split(b" ")
+                self.positions[int(partition)] = int(position)
+            else:
+                parse(line)  # H, E: nothing to record; anything else is a ProtocolError
+        if out:
+            self.reads.write_lines(out)
+
+    def on_exit(self, name: str, clean: bool, how: str) -> None:
+        self._exit = how
+
+
+def record_identity(history: History, name: str, role: str, identity: ClientIdentity) -> None:
+    """A ``client`` event: which client library and version a workload process ran, with what settings."""
+    history.event("client", client=identity.library, version=identity.version, process=name, role=role,
+                  settings=identity.settings, time_ns=history.clock.now_ns())
+
+
 def read_back_both(bootstrap_servers: str, topic: str, partitions: int, history: History,
-                   timeout_s: float = 120) -> bool:
+                   timeout_s: float = 120, client: Library = "librdkafka", kafka_version: str | None = None) -> bool:
     """A transactional run's read-back: read_uncommitted (what was written), then read_committed (what the
     transactions made visible, once the last stable offset caught up); True when both were complete."""
-    uncommitted = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_uncommitted")
-    committed = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_committed")
+    uncommitted = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_uncommitted", client,
+                            kafka_version)
+    committed = read_back(bootstrap_servers, topic, partitions, history, timeout_s, "read_committed", client,
+                          kafka_version)
     return uncommitted and committed
 
 

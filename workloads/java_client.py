@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from clusters.image import CACHE_DIR, recipe_digest
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
-from workloads.client import WorkloadError
+from workloads.errors import WorkloadError
 
 log = logging.getLogger(__name__)
 

@@ -42,11 +42,13 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import Library
-from workloads.consumer import ConsumerClient, Isolation, consumer_settings, end_offsets
+from workloads.consumer import (ConsumerClient, Isolation, consumer_settings, end_offsets,
+                                librdkafka_consumer_identity)
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
-from workloads.producer import STOP_MARGIN_S, ProducerClient, outcome, producer_settings, txn_json
+from workloads.producer import (STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity, outcome,
+                                producer_settings, txn_json)
 from workloads.protocol import (BATCH_DONE, NULL, ProtocolError, TxnBegun, as_json_int, completed, completed_fields,
                                 parse, polled, processed, txn_begun, txn_outcome, txn_requested)
 
@@ -112,10 +114,13 @@ class PipelineLoop:
         self.clock = clock
         self.stop = stop
         self.out = out
-        self.consumer = Consumer(consumer_settings(spec["consumer_config"], spec["bootstrap_servers"], self.name,
-                                                   spec["group"], "manual", ISOLATION), logger=RDKAFKA_LOG)
-        self.producer = Producer(producer_settings(spec["producer_config"], spec["bootstrap_servers"], self.name,
-                                                   spec["transactions"]), logger=RDKAFKA_LOG)
+        consumer = consumer_settings(spec["consumer_config"], spec["bootstrap_servers"], self.name, spec["group"],
+                                     "manual", ISOLATION)
+        producer = producer_settings(spec["producer_config"], spec["bootstrap_servers"], self.name,
+                                     spec["transactions"])
+        self.identity = {**librdkafka_producer_identity(producer), **librdkafka_consumer_identity(consumer)}
+        self.consumer = Consumer(consumer, logger=RDKAFKA_LOG)
+        self.producer = Producer(producer, logger=RDKAFKA_LOG)
         self.seq = 0        # the next output seq of this process
         self.txn = -1       # the current (or last) transaction number
         self._done: list[str] = []
@@ -124,7 +129,7 @@ class PipelineLoop:
     # ------------------------------------------------------------ the loop
 
     def run(self) -> None:
-        say_hello(self.out)  # before init_transactions: a replacement may wait there for a frozen coordinator
+        say_hello(self.out, self.identity)  # before init_transactions: a replacement may wait there for a frozen coordinator
         try:
             if not self._init():
                 return

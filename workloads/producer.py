@@ -32,6 +32,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from checkers.producer_settings import effective_producer
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientProcess, Library
 from workloads.history import RDKAFKA_LOG, HistoryWriter, RunClock, json_line
@@ -57,6 +58,7 @@ DEFINITELY_NOT_WRITTEN = frozenset({
 
 BATCH = 1000                    # seqs announced and produced per loop turn, at most
 DEFAULT_QUEUE_MAX = 100_000     # librdkafka's queue.buffering.max.messages
+DEFAULT_LINGER_MS = 5           # librdkafka's linger.ms (queue.buffering.max.ms)
 STOP_MARGIN_S = 15              # beyond flush_timeout_s, before a stopping producer is killed
 IN_FLIGHT_AT_END = "in flight at the end of the run"
 
@@ -69,6 +71,12 @@ def producer_settings(config: dict[str, Any], bootstrap_servers: str, name: str,
         settings["transactional.id"] = transactions["transactional_id"]
         settings["transaction.timeout.ms"] = transactions["timeout_ms"]
     return settings
+
+
+def librdkafka_producer_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """The durability settings a librdkafka producer runs with: what it was given over librdkafka's defaults."""
+    return {**effective_producer(settings, "librdkafka"), "linger.ms": settings.get("linger.ms", DEFAULT_LINGER_MS),
+            "transactional.id": settings.get("transactional.id")}
 
 
 def outcome(error: KafkaError | None) -> str:
@@ -105,8 +113,8 @@ class ProduceLoop:
         self.out = out
         config = spec["config"]
         self.queue_max = int(config.get("queue.buffering.max.messages", DEFAULT_QUEUE_MAX))
-        self.producer = Producer(producer_settings(config, spec["bootstrap_servers"], self.name,
-                                                   spec.get("transactions")), logger=RDKAFKA_LOG)
+        self.settings = producer_settings(config, spec["bootstrap_servers"], self.name, spec.get("transactions"))
+        self.producer = Producer(self.settings, logger=RDKAFKA_LOG)
         self.partitions: int | None = None  # set: seq's partition is seq % partitions (transactions spread so)
         # with acks=0 no broker answers, so whatever offset the client reports is its own guess
         self.offsets_known = str(config.get("acks", config.get("request.required.acks", "all"))) != "0"
@@ -139,7 +147,7 @@ class ProduceLoop:
         return min(max(started + seq / self.rate - time.monotonic(), 0.0), 0.1)
 
     def run(self) -> None:
-        say_hello(self.out)
+        say_hello(self.out, librdkafka_producer_identity(self.settings))
         seq = 0
         started = time.monotonic()
         while not self.stop.is_set():
@@ -213,7 +221,7 @@ class TransactionalLoop(ProduceLoop):
         self.rng = random.Random(f"{txns['seed']}:{self.name}")  # a replacement draws its own, reproducibly
 
     def run(self) -> None:
-        say_hello(self.out)  # before init_transactions: a replacement may wait there for a frozen coordinator
+        say_hello(self.out, librdkafka_producer_identity(self.settings))  # before init_transactions: a replacement may wait there for a frozen coordinator
         if not self._init():
             return
         seq, txn = 0, 0

@@ -8,6 +8,7 @@ means the harness is gone and the child exits at once.
 Producer::
 
     H <pid>                                        the Kafka client is up
+    K <library> <version> <settings JSON>          which client it is (librdkafka | java) and what it runs with
     I <first seq> <count> <invoke_ns>              these seqs are about to be handed to produce()
     X <first seq> <count>                          ...but were not (stopped while the queue was full)
     S <status> <seq> <partition> <offset> <complete_ns> <error, may hold spaces>
@@ -33,7 +34,8 @@ A line cut off by a killed child is dropped: it stated nothing.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+import json
+from typing import Any, NamedTuple, Union
 
 NULL = "-"
 STOP = b"stop\n"
@@ -119,6 +121,11 @@ def _opt(value: object) -> str:
 
 def hello(pid: int) -> str:
     return f"H {pid}"
+
+
+def identity(library: str, version: str, settings: dict[str, Any]) -> str:
+    """``K``: the client library, its version and its effective settings (one JSON object, string values)."""
+    return f"K {library} {version} {json.dumps({k: str(v) for k, v in settings.items()}, separators=(',', ':'))}"
 
 
 def invoked(first: int, count: int, invoke_ns: int) -> str:
