@@ -85,6 +85,27 @@ def test_a_complete_run_meets_its_expectation_and_says_what_ran(tmp_path: Path,
     assert cell_run.verdict == "valid"
 
 
+def test_results_and_report_say_which_client_each_role_ran(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    run = ten_acks_read_back_to(10, tmp_path)
+    java = {"acks": "all", "enable.idempotence": "true", "max.in.flight.requests.per.connection": "5"}
+    with (run / "history" / "events.jsonl").open("a") as events:
+        for event in ({"kind": "client", "client": "java", "version": "3.9.2", "process": "p0", "role": "producer",
+                       "settings": java, "time_ns": 6},
+                      {"kind": "client", "client": "java", "version": "3.9.2", "process": "p0.1", "role": "producer",
+                       "settings": java, "time_ns": 7},
+                      {"kind": "client", "client": "librdkafka", "version": "2.16.0", "process": "c0",
+                       "role": "consumer", "settings": {"isolation.level": "read_committed"}, "time_ns": 8}):
+            events.write(json.dumps(event) + "\n")
+    assert check(run, capsys)[0] == 0
+    results = json.loads((run / "results.json").read_text())
+    assert results["clients"] == {
+        "producer": {"client": "java", "version": "3.9.2", "settings": java},
+        "consumer": {"client": "librdkafka", "version": "2.16.0", "settings": {"isolation.level": "read_committed"}}}
+    report = (run / "report.html").read_text()
+    assert "producer client" in report and "java 3.9.2 (acks=all, enable.idempotence=true" in report
+
+
 @pytest.mark.parametrize("change, said", [
     (lambda h: (h / "reads.jsonl").unlink(), "history/reads.jsonl is missing"),
     (lambda h: (h / "reads.jsonl").write_text(""), "history/reads.jsonl is empty"),

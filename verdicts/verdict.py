@@ -24,12 +24,18 @@ from verdicts.report import write_report
 def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
     """What results.json says about the run besides the checker's counts: versions, times, the faults' fate.
 
-    Read from scenario.yaml and events.jsonl (fault, client and final-read lines).
+    Read from scenario.yaml and events.jsonl (fault, client and final-read lines); ``clients`` says which
+    client library and version each role (producer, consumer, pipeline, reader) ran, with its settings.
     """
     events = read_events(run.history, [])
     faults = [e for e in events if e["kind"] == "fault"]
     skipped = [e for e in faults if e.get("phase") == "skipped"]
     client = next((e for e in events if e["kind"] == "client" and e.get("client") == "librdkafka"), None)
+    clients: dict[str, Any] = {}  # role -> the client its first process said it was
+    for e in events:
+        role = e.get("role")
+        if e["kind"] == "client" and isinstance(role, str) and role != "harness" and role not in clients:
+            clients[role] = {"client": e.get("client"), "version": e.get("version"), "settings": e.get("settings")}
     started = (scenario or {}).get("started_at")
     last_ns = max((e["time_ns"] for e in events if isinstance(e.get("time_ns"), int)), default=None)
     ended = None
@@ -42,6 +48,7 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
         "kchaos_version": kchaos_version(),
         "kafka_version": ((scenario or {}).get("cluster") or {}).get("kafka_version"),
         "librdkafka_version": None if client is None else client.get("version"),
+        "clients": clients,
         "scenario": (scenario or {}).get("name"),
         "run_id": run.run_id,
         "started_at": started if isinstance(started, str) else None,

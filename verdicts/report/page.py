@@ -23,7 +23,7 @@ from verdicts.expect import Assessment, assess
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.scan import NS, Scan, fault_label, scan_history
-from verdicts.report.settings import durability_config, durability_settings, promises
+from verdicts.report.settings import client_rows, durability_config, durability_settings, promises
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         name=(scenario or {}).get("name", run.path.name), description=(scenario or {}).get("description", ""),
         started_at=(scenario or {}).get("started_at", ""), run_dir=str(run.path),
         results=results, counts=counts, assessment=assessment, expect=(scenario or {}).get("expect") or {},
-        settings=durability_settings(scenario), promises=promises(durability_config(scenario)) if scenario else [],
+        settings=durability_settings(scenario) + client_rows(results),
+        promises=promises(durability_config(scenario)) if scenario else [],
         violations=FLAGGED, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
         plotly=plotly_script(), chart=chart, partitions=scan.partitions, faults=faults,
         examples=describe_examples(results, scan.faults, scan.at_offsets), scenario_text=scenario_text,
