@@ -20,6 +20,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 
 from clusters.config_names import ConfigNames
 from workloads.consumer import CommitMode, consumer_settings
+from workloads.errors import WorkloadError
+from workloads.java_client import check_config
 from workloads.producer import producer_settings
 
 NO_SUCH_PROPERTY = re.compile(r'No such configuration property: "([^"]+)"')
@@ -88,6 +90,13 @@ def check_java_settings(kind: Literal["producer", "consumer"], prefix: str, maps
                     if _is_librdkafka_property(key) else did_you_mean(key, known)
                 raise ValueError(f"{where}.{key}: Kafka {names.kafka_version}'s Java {kind} has no such setting{hint}")
         _not_set_by_harness(where, config, settings)
+    try:  # the values, as the client itself checks them when it is built (no broker contacted)
+        answer = check_config(names.kafka_version, kind, {k: v for k, v in settings.items() if k != "bootstrap.servers"})
+    except WorkloadError as e:
+        raise ValueError(f"{prefix}: {e}") from None
+    if answer.error is not None:
+        raise ValueError(f"{prefix}: Kafka {names.kafka_version}'s Java {kind} refuses these settings: "
+                         f"{' '.join(answer.error.split())}")
 
 
 def check_broker_settings(config: dict[str, Any], names: ConfigNames) -> None:
