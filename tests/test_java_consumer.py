@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,12 @@ from clusters.topics import create_topic
 from faults.client_crash import ClientCrashFault
 from rundir.layout import RunDir
 from workloads.client import LIBRARIES, Library
-from workloads.consumer import ConsumerClient, Isolation, end_offsets, read_back
+from workloads.consumer import ConsumerClient, Isolation, end_offsets, read_back, read_back_both
 from workloads.history import History, RunClock
 from workloads.java_client import java_command
 from workloads.messages import encode, encode_output
 from workloads.observer import record_committed
+from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
 
 pytestmark = pytest.mark.cluster
@@ -281,3 +283,126 @@ def test_a_java_consumer_with_manual_commits_killed_mid_batch_rereads_it(cluster
     committed = {e["partition"]: e["offset"] for e in events if e["kind"] == "committed"}
     ends = {e["partition"]: e["high_watermark"] for e in events if e["kind"] == "final-read"}
     assert committed == ends  # every batch processed was committed, up to the end of each partition
+
+
+# ---------------------------------------------------------------------- the exactly-once pipeline
+
+
+def pipeline_topics(cluster: Cluster, partitions: int) -> tuple[str, str, str, str]:
+    run_id = uuid.uuid4().hex[:6]
+    topic = f"jp-{run_id}"
+    for name in (topic, f"{topic}.out"):
+        create_topic(cluster, TopicSpec(name, partitions=partitions, replication_factor=3, min_insync_replicas=2))
+    return run_id, topic, f"{topic}.out", f"g-{run_id}"
+
+
+def test_a_java_pipeline_killed_mid_transaction_is_fenced_and_writes_its_input_exactly_once(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """A Java pipeline killed with its outputs written but not committed: the next process (same
+    transactional.id) fences it, the coordinator aborts its transaction, the new process writes those inputs again
+    from the group's committed offsets, and every committed input has exactly one visible output."""
+    run_id, topic, output, group = pipeline_topics(cluster, 3)
+    clock = RunClock()
+    history = History(RunDir(tmp_path), clock, transactions=True)
+    history.event("pipeline", group=group, input_topic=topic, output_topic=output)
+    producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all", "enable.idempotence": True},
+                              history.sends, clock, rate=200)
+    # processing_ms: each transaction stays open a while with its outputs written, where the kill lands
+    pipe = PipelineClient("pipe0", cluster.bootstrap_servers, topic, output, group, f"kchaos-{run_id}-pipe0",
+                          history, batch=100, processing_ms=400, consumer_config={"session.timeout.ms": 6000},
+                          client="java", kafka_version=cluster.spec.kafka_version)
+    try:
+        for client in (pipe, producer):
+            client.start()
+            client.wait_started()
+        assert pipe.identity is not None and pipe.identity.library == "java"
+        wait_for(lambda: pipe.outcomes.get("committed", 0) >= 3, 90, "the pipeline commits transactions")
+        wait_for(lambda: (pipe.open_transaction is not None and pipe.open_transaction.intent is None
+                          and pipe.open_acked > 0), 30, "outputs written in an open transaction")
+        killed = pipe.open_transaction
+        assert killed is not None
+        crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[pipe])
+        crash.apply([pipe])
+        crash.heal([pipe])
+        assert pipe.name == "pipe0.1" and pipe.running
+        committed = pipe.outcomes.get("committed", 0)
+        wait_for(lambda: pipe.outcomes.get("committed", 0) > committed + 5, 90, "the new process goes on")
+        producer.stop()
+        assert pipe.wait_caught_up(3, 120)
+        pipe.stop()
+        record_committed(cluster, group, topic, 3, history)
+    finally:
+        producer.abort()
+        pipe.abort()
+    assert not pipe.failures
+    for name in (topic, output):
+        assert read_back_both(cluster.bootstrap_servers, name, 3, history, 60, client="java",
+                              kafka_version=cluster.spec.kafka_version)
+    history.close()
+
+    run = RunDir(tmp_path)
+    sends, txn_lines, reads = jsonl(run.sends), jsonl(run.txns), jsonl(run.reads)
+    counts = check_run(tmp_path)["counts"]
+    assert counts["pipeline_unprocessed"] == 0
+    for anomaly in ("pipeline_lost", "pipeline_duplicated", "aborted_read", "torn_transaction", "lost", "unexpected"):
+        assert counts[anomaly] == 0, anomaly
+    acked_inputs = {(s["producer"], s["seq"]) for s in sends if s["producer"] == "p0" and s["status"] == "ok"}
+    visible = [r for r in reads if r["consumer"] == "final-reader-committed" and r["topic"] == output]
+    outputs = Counter((r["from_producer"], r["from_seq"]) for r in visible)
+    assert acked_inputs and set(outputs) == acked_inputs and max(outputs.values()) == 1
+
+    [dead] = [t for t in txn_lines if t["producer"] == "pipe0" and t["txn"] == killed.txn]
+    assert (dead["outcome"], dead["error"]) == ("unknown", "producer process killed")
+    assert {t["outcome"] for t in txn_lines if t["producer"].startswith("pipe") and t is not dead} == {"committed"}
+    in_dead = {(s["producer"], s["seq"]) for s in sends if s["producer"] == "pipe0" and s["txn"] == killed.txn}
+    acked_in_dead = {(s["producer"], s["seq"]) for s in in_dead_sends(sends, killed.txn) if s["status"] == "ok"}
+    assert acked_in_dead  # its outputs reached the log, and no read_committed reader ever sees them
+    assert acked_in_dead <= {(r["producer"], r["seq"]) for r in reads if r["consumer"] == "final-reader"}
+    assert not in_dead & {(r["producer"], r["seq"]) for r in reads if r.get("isolation") == "read_committed"}
+    dead_inputs = {(s["from_producer"], s["from_seq"]) for s in in_dead_sends(sends, killed.txn)}
+    assert dead_inputs <= {(s["from_producer"], s["from_seq"]) for s in sends if s["producer"] == "pipe0.1"}
+    live = [r for r in reads if r["phase"] == "live"]
+    assert {(r["producer"], r["seq"]) for r in live} == acked_inputs
+    assert {(r["consumer"], r["isolation"]) for r in live} == {("pipe0", "read_committed"),
+                                                              ("pipe0.1", "read_committed")}
+
+
+def in_dead_sends(sends: list[dict[str, Any]], txn: int) -> list[dict[str, Any]]:
+    return [s for s in sends if s["producer"] == "pipe0" and s["txn"] == txn]
+
+
+def test_a_java_pipeline_commits_past_an_aborted_transaction_at_the_end_of_its_input(cluster: Cluster,
+                                                                                    tmp_path: Path) -> None:
+    """The input ends in an aborted transaction: the Java pipeline gets none of its records, only a position past
+    them, and commits that position in a transaction of offsets only, so the group reaches the end."""
+    run_id, topic, output, group = pipeline_topics(cluster, 1)
+    writer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"w-{run_id}"})
+    writer.init_transactions(30)
+
+    def transaction(first: int, end: Callable[[float], None]) -> None:
+        writer.begin_transaction()
+        for seq in range(first, first + 10):
+            writer.produce(topic, value=encode("p0", seq, 20))
+        writer.flush(30)
+        end(30)
+
+    history = History(RunDir(tmp_path), RunClock(), transactions=True)
+    pipe = PipelineClient("pipe0", cluster.bootstrap_servers, topic, output, group, f"kchaos-{run_id}-pipe0",
+                          history, client="java", kafka_version=cluster.spec.kafka_version)
+    try:
+        pipe.start()
+        pipe.wait_started()
+        transaction(0, writer.commit_transaction)
+        wait_for(lambda: pipe.outcomes.get("committed", 0) >= 1, 60, "the pipeline processed the committed ten")
+        transaction(10, writer.abort_transaction)  # arrives alone: nothing to read, only a position to pass
+        assert pipe.wait_caught_up(1, 60)
+        pipe.stop()
+    finally:
+        pipe.abort()
+    history.close()
+    assert not pipe.failures
+    sends, txn_lines = jsonl(RunDir(tmp_path).sends), jsonl(RunDir(tmp_path).txns)
+    assert sorted(s["from_seq"] for s in sends) == list(range(10))  # the aborted ten made nothing
+    assert {s["status"] for s in sends} == {"ok"}
+    assert {t["outcome"] for t in txn_lines} == {"committed"}
+    assert len(txn_lines) > len({s["txn"] for s in sends})  # a transaction of offsets only went past the rest
