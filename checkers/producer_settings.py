@@ -4,7 +4,9 @@ A scenario that does not name idempotence tests what an application that
 does not name it gets, and that differs by client: librdkafka is not
 idempotent unless asked, Kafka's Java producer (3.0 and later) is, unless a
 setting it cannot honour says otherwise (acks other than all, retries 0, more
-than 5 requests in flight: then it quietly turns idempotence off, since 3.2).
+than 5 requests in flight: then it quietly turns idempotence off, since 3.2;
+Kafka 4's refuses more than 5 in flight instead, and scenario validation
+says so before a run).
 The checker's promises, the report and the matrix all read it from here.
 """
 

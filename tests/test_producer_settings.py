@@ -56,3 +56,22 @@ def test_the_producers_own_client_and_its_own_map_count() -> None:
     s["workload"]["producers"]["client"] = "java"
     assert producer_config(s) == {"acks": "all", "max.in.flight.requests.per.connection": 1}
     assert promises_from_scenario(s)[0] == Promises(True, True)
+
+
+@pytest.mark.parametrize("version", ["3.9.2", "4.3.1"])
+@pytest.mark.parametrize("config", [{}, {"acks": "1"}, {"retries": 0}, {"max.in.flight.requests.per.connection": 6},
+                                    {"acks": "-1", "max.in.flight.requests.per.connection": 1},
+                                    {"enable.idempotence": "false"}, {"transactional.id": "t"}])
+def test_what_the_checker_assumes_of_the_java_producer_is_what_it_says(version: str, config: dict[str, Any]) -> None:
+    """The rule above against the Java client's own resolved ProducerConfig, for both versions kchaos runs."""
+    from workloads.java_client import check_config
+    answer = check_config(version, "producer", config)
+    if answer.error is not None:  # Kafka 4 refuses more than 5 in flight unless idempotence is turned off by name
+        assert version.startswith("4.") and "max.in.flight.requests.per.connection" in config
+        return
+    said = answer.effective
+    said["acks"] = "all" if said["acks"] == "-1" else said["acks"]
+    assumed = effective_producer(config, "java")
+    assert {k: said[k] for k in ("enable.idempotence", "acks", "retries")} == {
+        k: assumed[k] for k in ("enable.idempotence", "acks", "retries")}
+    assert said["max.in.flight.requests.per.connection"] == assumed["max.in.flight.requests.per.connection"]
