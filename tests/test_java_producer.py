@@ -183,3 +183,51 @@ def test_a_transactional_java_producer_commits_and_aborts(request: pytest.Fixtur
     results = check_run(tmp_path)
     assert results["valid"] and results["final_read_complete"]
     assert results["counts"]["aborted_read"] == 0 and results["counts"]["torn_transaction"] == 0
+
+
+@pytest.mark.cluster
+def test_a_fenced_java_producer_leaves_its_transaction_unknown_and_is_replaced(cluster: Cluster,
+                                                                                tmp_path: Path) -> None:
+    """A second producer under the same transactional.id (a zombie's successor) fences the first: its open
+    transaction ends unknown with the fencing error, its process exits 4 and the harness starts a replacement."""
+    version = cluster.spec.kafka_version
+    topic = new_topic(cluster)
+    clock = RunClock()
+    history = History(RunDir(tmp_path), clock, transactions=True)
+    shared = transactions(topic, abort_probability=0.0, size=20)
+    first, second = (ProducerClient(name, cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
+                                    rate=200, transactions=shared, txns=history.txns, client="java",
+                                    kafka_version=version) for name in ("a", "b"))
+    try:
+        first.start()
+        first.wait_started()
+        wait_for(lambda: first.outcomes.get("committed", 0) >= 3, 60, "the first producer commits")
+        second.start()
+        second.wait_started()
+        wait_for(lambda: first.outcomes.get("unknown", 0) >= 1 and first.generation >= 1, 60,
+                 "the first producer is fenced and replaced")
+        second.abort()  # no more ping-pong: each replacement would fence the other one again
+        before = first.outcomes["committed"]
+        wait_for(lambda: first.outcomes["committed"] > before, 60, "the replacement commits")
+        first.stop()
+    finally:
+        first.abort()
+        second.abort()
+    assert read_back_both(cluster.bootstrap_servers, topic, PARTITIONS, history)
+    history.close()
+
+    assert first.failures == []  # exit 4 is the client's fatal error, not the harness's failure
+    txns = jsonl(tmp_path / "history" / "txns.jsonl")
+    fenced = [t for t in txns if t["producer"] == "a" and t["outcome"] == "unknown"]
+    assert len(fenced) == 1 and fenced[0]["error"] is not None
+    assert any(name in fenced[0]["error"] for name in ("ProducerFencedException", "InvalidProducerEpochException"))
+    assert any(t["producer"] == "a.1" and t["outcome"] == "committed" for t in txns)
+    sends = jsonl(tmp_path / "history" / "sends.jsonl")
+    assert not [s for s in sends if s["status"] == "fail" and s["error"] != "TransactionAbortedException"]
+    outcome = {(t["producer"], t["txn"]): t["outcome"] for t in txns}
+    committed = {(s["producer"], s["seq"]) for s in sends
+                 if s["status"] == "ok" and outcome.get((s["producer"], s["txn"])) == "committed"}
+    seen = {(r["producer"], r["seq"]) for r in jsonl(tmp_path / "history" / "reads.jsonl")
+            if r["phase"] == "final" and r["isolation"] == "read_committed"}
+    assert committed and committed <= seen
+    assert not {(s["producer"], s["seq"]) for s in sends if outcome.get((s["producer"], s["txn"])) == "aborted"} & seen

@@ -8,6 +8,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.SerializationException;
@@ -144,8 +145,8 @@ public class Producer {
                 }
                 out.flush();
                 refused = e;
-                if (Child.isFatal(e)) {   // this producer instance is finished: the harness replaces it
-                    throw e;
+                if (finishedBy(e)) {   // this producer instance is finished: the harness replaces it
+                    throw Child.isFatal(e) ? e : new Child.Fatal("send refused: " + Main.describe(e), e);
                 }
                 return seq + 1;   // the withdrawn seqs are announced again: every seq gets one line
             } finally {
@@ -153,6 +154,15 @@ public class Producer {
             }
         }
         return end;
+    }
+
+    /**
+     * Whether a send() that threw means this producer cannot go on. A plain one throws a KafkaException only when
+     * its idempotence state failed for good (failIfNotReadyForSend: every later send would throw too), so any
+     * does; a transactional one aborts instead, unless the error is fatal.
+     */
+    boolean finishedBy(RuntimeException e) {
+        return Child.isFatal(e) || (e instanceof KafkaException && !(e instanceof InterruptException));
     }
 
     /** Wait up to flush_timeout_s for outstanding callbacks; the harness calls the rest in flight ({@code info}). */

@@ -69,6 +69,12 @@ public final class TransactionalProducer extends Producer {
         out.flush();
     }
 
+    /** A send() that threw ends the transaction in an abort (failIfNotReadyForSend: an abortable error), unless fatal. */
+    @Override
+    boolean finishedBy(RuntimeException e) {
+        return Child.isFatal(e);
+    }
+
     /** initTransactions until it answers (fencing any predecessor), retried after a time-out; false: stopped first. */
     private boolean init() {
         while (!child.stopping()) {
