@@ -16,7 +16,7 @@ from clusters.config_names import config_names
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
-from workloads.client import WorkloadError
+from workloads.errors import WorkloadError
 from workloads.java_client import ensure_built
 
 
