@@ -25,7 +25,7 @@ from clusters.topics import create_topic
 from faults.client_crash import ClientCrashFault
 from rundir.layout import RunDir
 from workloads.client import LIBRARIES, Library
-from workloads.consumer import ConsumerClient, Isolation, end_offsets, read_back, read_back_both
+from workloads.consumer import CommitMode, ConsumerClient, Isolation, end_offsets, read_back, read_back_both
 from workloads.history import History, RunClock
 from workloads.java_client import java_command
 from workloads.messages import encode, encode_output
@@ -217,10 +217,13 @@ def test_the_java_reader_stops_at_an_open_transaction_when_its_time_is_up(cluste
 # ---------------------------------------------------------------------- the application consumer
 
 
-def test_a_java_consumer_with_manual_commits_killed_mid_batch_rereads_it(cluster: Cluster, tmp_path: Path) -> None:
-    """Killed half-way through processing a batch, a Java consumer with manual commits has committed nothing of
-    it: the restarted one processes its processed half again (redelivery), skips nothing, and at the end the
-    group's committed offsets are the ends of the partitions."""
+@pytest.mark.parametrize("commit", ["manual", "auto"])
+def test_a_java_consumer_killed_mid_batch_rereads_it(cluster: Cluster, tmp_path: Path, commit: CommitMode) -> None:
+    """Killed half-way through processing a batch, a Java consumer has committed nothing of it: the restarted one
+    processes its processed half again (redelivery), skips nothing, and at the end the group's committed offsets
+    are the ends of the partitions. Under auto commit too, unlike librdkafka (whose timer commits a polled batch
+    while it is processed, see test_client_crash): the Java consumer commits on its timer only inside poll(), and
+    its positions pass a batch only when poll() returns the next one."""
     topic = new_topic(cluster)
     group = f"g-{uuid.uuid4().hex[:6]}"
     clock = RunClock()
@@ -228,8 +231,9 @@ def test_a_java_consumer_with_manual_commits_killed_mid_batch_rereads_it(cluster
     producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
                               rate=100)
     # session.timeout.ms: the group gives the dead consumer's partitions away within seconds
-    consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, group, "manual",
-                              {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}, history.reads, clock,
+    consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, group, commit,
+                              {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                               "auto.commit.interval.ms": 200}, history.reads, clock,
                               processing_ms=3000, client="java", kafka_version=cluster.spec.kafka_version)
     crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[consumer])
     try:
@@ -238,7 +242,7 @@ def test_a_java_consumer_with_manual_commits_killed_mid_batch_rereads_it(cluster
             client.wait_started()
         assert consumer.identity is not None and consumer.identity.library == "java"
         assert consumer.identity.version == cluster.spec.kafka_version
-        assert consumer.identity.settings["enable.auto.commit"] == "false"
+        assert consumer.identity.settings["enable.auto.commit"] == str(commit == "auto").lower()
         assert consumer.identity.settings["isolation.level"] == "read_uncommitted"  # the Java client's default
         wait_for(lambda: consumer.batches_done >= 1, 90, "a first batch is processed")
         wait_for(lambda: consumer.processing, 30, "the next batch is polled")
