@@ -1,42 +1,62 @@
-"""The recorded kchaos workload against Kafka's own perf tools, on one real cluster.
+"""The recorded kchaos workload, with each client, against Kafka's own perf tools, on one real cluster.
 
-    .venv/bin/python benchmarks/producer_vs_kafka.py [--records 3000000] [--metadata kraft] [--profile 20]
+    .venv/bin/python benchmarks/producer_vs_kafka.py [--records 3000000] [--clients librdkafka java] [--profile 20]
 
 Starts one cluster (3 brokers, ZooKeeper by default), and for acks=all and
-acks=1, each on a fresh topic of 6 partitions, RF 3, min.insync.replicas 2,
+acks=1, each on fresh topics of 6 partitions, RF 3, min.insync.replicas 2,
 100-byte values:
 
 * Kafka's ``org.apache.kafka.tools.ProducerPerformance`` (``--throughput -1``)
   writes ``--records`` records; its summary line gives records/s;
-* the kchaos workload then writes for as long (``--seconds`` to fix it): the
-  very ProducerClient processes, History and HistoryWriter that a trial
-  (harness/run.py) uses, unbounded rate, ``--producers`` of them (the scenario
-  default, 2), its history in a temporary run directory; acknowledged sends
-  per second are counted from ``history/sends.jsonl`` (status ok, over first
-  invoke to last completion).
+* the kchaos workload then writes for as long (``--seconds`` to fix it), once
+  per client of ``--clients`` (default both: ``librdkafka``, the Python
+  processes over confluent-kafka, and ``java``, the project's Java program
+  on the kafka-clients of ``--kafka-version``), each on a topic of its own:
+  the very ProducerClient processes, History and HistoryWriter that a trial
+  (harness/run.py) uses, unbounded rate, ``--producers`` of them (the
+  scenario default, 2), its history in a temporary run directory;
+  acknowledged sends per second are counted from ``history/sends.jsonl``
+  (status ok, over first invoke to last completion), so a JVM's start is
+  not counted, as ProducerPerformance's own figure leaves its start out.
 
 Then the consumer side, on the topic ProducerPerformance filled with acks=all:
-``org.apache.kafka.tools.ConsumerPerformance --messages N`` against the kchaos
-application consumer (a ConsumerClient process recording ``live`` reads) and
-the harness's final read-back (``workloads.consumer.read_back``, which
-records every record).
+``org.apache.kafka.tools.ConsumerPerformance --messages N`` against, per
+client, the kchaos application consumer (a ConsumerClient process, fresh
+group, recording ``live`` reads; its rate "incl. join" counts from the
+process's start, a JVM's start included) and the harness's final read-back
+(``workloads.consumer.read_back``, recording every record: librdkafka reads
+in the harness process itself, java in a reader process of its own whose
+start is counted).
+
+Settings. ProducerPerformance and both kchaos producers get the same
+properties: ``acks``, ``max.in.flight.requests.per.connection=5`` (the Java
+producer's default and the scenarios' setting; librdkafka's default of a
+million in flight sends many small batches that cost the brokers twice the
+CPU a record) and ``--producer-config KEY=VALUE`` (more settings, or
+another in-flight limit; the name must mean the same to both clients).
+Everything else is each client's default. So the java kchaos producer runs
+exactly ProducerPerformance's settings (the same kafka-clients version and
+properties: idempotent with acks=all, not with acks=1; linger.ms 0 in 3.x
+and 5 from 4.0; batch.size 16 KiB), while librdkafka runs its own
+(not idempotent; linger.ms 5; batches up to 10,000 messages or 1 MB).
+Each producer's resolved durability settings are printed (the ``K`` line it
+says hello with, and Kafka's own resolution of ProducerPerformance's
+properties). The consumers all run their client's defaults.
 
 The Java tools run on the host JRE with the jars kchaos already resolved for
 the node image (.cache/kafka/<version>/.../libs), i.e. where the kchaos
 clients run; ``--tools-in broker`` runs them in broker1's container instead
-(they then share that container's CPU with the broker). Both sides get
-``max.in.flight.requests.per.connection=5`` (the Java producer's default and
-the scenarios' setting; librdkafka's default of a million in flight sends
-many small batches that cost the brokers twice the CPU a record) and
-otherwise their client's defaults; ``--producer-config KEY=VALUE`` sets more
-(or another in-flight limit) on both. Each measurement also shows the CPU seconds it cost: the tool or the
-harness and its client processes, the cluster's containers, and the rest of
-the machine (others' work on a shared machine), next to the load average.
+(they then share that container's CPU with the broker). Each measurement
+also shows the CPU seconds it cost: the tool or the harness and its client
+processes, the cluster's containers, and the rest of the machine (others'
+work on a shared machine), next to the load average; the summary gives each
+figure with the 1-minute load average it was measured under.
 
-``--profile S`` samples the harness process (and producer p0) with py-spy
-for S seconds during the acks=all kchaos run and prints the top functions;
-the raw stacks go to runs/bench/. The cluster is torn down on every exit
-(Ctrl-C and SIGTERM included).
+``--profile S`` samples the harness process (and, with librdkafka, producer
+p0; py-spy reads no JVM) with py-spy for S seconds during each client's
+acks=all kchaos run and prints the top functions; the raw stacks go to
+runs/bench/. The cluster is torn down on every exit (Ctrl-C and SIGTERM
+included).
 """
 
 from __future__ import annotations
@@ -66,8 +86,11 @@ from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import Terminated, install_termination_handlers  # noqa: E402
 from rundir.layout import RunDir  # noqa: E402
+from workloads.client import LIBRARIES, Library  # noqa: E402
 from workloads.consumer import ConsumerClient, read_back  # noqa: E402
+from workloads.errors import WorkloadError  # noqa: E402
 from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
+from workloads.java_client import check_config, ensure_built  # noqa: E402
 from workloads.producer import ProducerClient  # noqa: E402
 from workloads.workload import Workload  # noqa: E402
 
@@ -191,11 +214,13 @@ def new_history(run_dir: Path) -> History:
     return History(RunDir(run_dir), RunClock())
 
 
-def producer_clients(cluster: Cluster, topic: str, history: History, count: int,
-                     config: dict[str, Any]) -> list[ProducerClient]:
-    """The producers of a trial (harness/run.py's Trial), unbounded rate, 100-byte values."""
+def producer_clients(cluster: Cluster, topic: str, history: History, count: int, config: dict[str, Any],
+                     client: Library = "librdkafka") -> list[ProducerClient]:
+    """The producers of a trial (harness/run.py's Trial), unbounded rate, 100-byte values; a java one runs the
+    kafka-clients of the cluster's version."""
     return [ProducerClient(f"p{i}", cluster.bootstrap_servers, topic, dict(config), history.sends,
-                           history.clock, None, RECORD_BYTES) for i in range(count)]
+                           history.clock, None, RECORD_BYTES, client=client,
+                           kafka_version=cluster.spec.kafka_version) for i in range(count)]
 
 
 def count_acked(sends: Path) -> tuple[int, int, float]:
@@ -431,10 +456,10 @@ class Tools:
 
 
 def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], producers: int, seconds: float,
-                         run_dir: Path, profile_s: float = 0) -> dict[str, Any]:
-    """The trial's producer processes, unbounded, for ``seconds``; rates counted from sends.jsonl."""
+                         run_dir: Path, client: Library, profile_s: float = 0) -> dict[str, Any]:
+    """The trial's producer processes of ``client``, unbounded, for ``seconds``; rates counted from sends.jsonl."""
     history = new_history(run_dir)
-    workload = Workload(producers=producer_clients(cluster, topic, history, producers, config), consumers=[])
+    workload = Workload(producers=producer_clients(cluster, topic, history, producers, config, client), consumers=[])
     profiler = None
     try:
         workload.start()
@@ -443,7 +468,7 @@ def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], p
         if profile_s > 0:
             time.sleep(min(3.0, seconds / 4))  # past the clients' warm-up
             targets = {"harness": os.getpid()}
-            if workload.producers[0].pid is not None:
+            if client == "librdkafka" and workload.producers[0].pid is not None:  # py-spy reads no JVM
                 targets["producer-p0"] = workload.producers[0].pid
             profiler = Profiler(targets, profile_s, BENCH_OUT)
             if not profiler.start():
@@ -461,17 +486,20 @@ def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], p
         workload.abort()
         history.close()
     ok, total, span = count_acked(run_dir / "history" / "sends.jsonl")
-    result = {"ok": ok, "sends": total, "span_s": span, "load_s": load_s, "rate": ok / span if span else 0.0,
-              "cpu": cpu, "failures": workload.failures, "profiler": profiler}
-    return result
+    identity = workload.producers[0].identity
+    return {"ok": ok, "sends": total, "span_s": span, "load_s": load_s, "rate": ok / span if span else 0.0,
+            "cpu": cpu, "failures": workload.failures, "profiler": profiler,
+            "settings": None if identity is None else identity.settings, "load": os.getloadavg()[0]}
 
 
-def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Path,
-                        timeout_s: float) -> dict[str, Any]:
-    """One application consumer (a ConsumerClient process, fresh group) until ``messages`` live reads are recorded."""
+def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Path, timeout_s: float,
+                        client: Library) -> dict[str, Any]:
+    """One application consumer of ``client`` (a ConsumerClient process, fresh group, its client's defaults) until
+    ``messages`` live reads are recorded."""
     history = new_history(run_dir)
     consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, f"kchaos-bench-{uuid.uuid4().hex[:8]}", "auto",
-                              {}, history.reads, history.clock)
+                              {}, history.reads, history.clock, client=client,
+                              kafka_version=cluster.spec.kafka_version)
     workload = Workload(producers=[], consumers=[consumer])
     try:
         meter = CpuMeter(container_ids(cluster))
@@ -488,16 +516,19 @@ def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Pa
         history.close()
     first, last = _read_span(run_dir / "history" / "reads.jsonl")
     return {"reads": count, "elapsed_s": elapsed, "rate": count / elapsed if elapsed else 0.0,
-            "fetch_rate": count / (last - first) if last > first else 0.0, "cpu": cpu, "failures": workload.failures}
+            "fetch_rate": count / (last - first) if last > first else 0.0, "cpu": cpu, "failures": workload.failures,
+            "load": os.getloadavg()[0]}
 
 
-def run_kchaos_read_back(cluster: Cluster, topic: str, run_dir: Path) -> dict[str, Any]:
-    """The harness's final read-back (in this process), recording every record as a ``final`` read."""
+def run_kchaos_read_back(cluster: Cluster, topic: str, run_dir: Path, client: Library) -> dict[str, Any]:
+    """The harness's final read-back by ``client`` (librdkafka in this process, java in a reader process),
+    recording every record as a ``final`` read."""
     history = new_history(run_dir)
     try:
         meter = CpuMeter(container_ids(cluster))
         started = time.monotonic()
-        complete = read_back(cluster.bootstrap_servers, topic, PARTITIONS, history, timeout_s=1800)
+        complete = read_back(cluster.bootstrap_servers, topic, PARTITIONS, history, timeout_s=1800, client=client,
+                             kafka_version=cluster.spec.kafka_version)
         elapsed = time.monotonic() - started
         reads = history.reads.lines
         cpu = meter.stop()
@@ -505,7 +536,7 @@ def run_kchaos_read_back(cluster: Cluster, topic: str, run_dir: Path) -> dict[st
         history.close()
     first, last = _read_span(run_dir / "history" / "reads.jsonl")
     return {"reads": reads, "complete": complete, "elapsed_s": elapsed, "rate": reads / elapsed if elapsed else 0.0,
-            "fetch_rate": reads / (last - first) if last > first else 0.0, "cpu": cpu}
+            "fetch_rate": reads / (last - first) if last > first else 0.0, "cpu": cpu, "load": os.getloadavg()[0]}
 
 
 def _read_span(reads: Path) -> tuple[float, float]:
@@ -538,12 +569,41 @@ def parse_config(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def settings_text(settings: dict[str, str] | None) -> str:
+    return "?" if settings is None else ", ".join(f"{k}={v}" for k, v in settings.items() if v not in ("", "None"))
+
+
+def tool_settings(kafka_version: str, config: dict[str, str]) -> str:
+    """What the kafka-clients of ProducerPerformance's version resolve its properties to (durability settings)."""
+    try:
+        return settings_text(check_config(kafka_version, "producer", config).effective)
+    except WorkloadError as e:
+        return f"? ({e})"
+
+
+def table_row(what: str, tool: str, tool_rate: float, tool_load: float,
+              figures: list[tuple[str, float, float]]) -> str:
+    """A summary line: the tool's records/s, then each client's (name, rate, load), its ratio to the tool, and
+    java's to librdkafka's when both ran; each figure with the 1-minute load average it was measured under."""
+    out = f"{what:<19} {tool} {tool_rate:>10,.0f}/s [load {tool_load:.1f}]"
+    for client, rate, load_1 in figures:
+        ratio = rate / tool_rate if tool_rate else 0.0
+        out += f"  {client} {rate:>10,.0f}/s ratio {ratio:.2f} [load {load_1:.1f}]"
+    rates = {client: rate for client, rate, _ in figures}
+    if rates.get("librdkafka") and "java" in rates:
+        out += f"  java/librdkafka {rates['java'] / rates['librdkafka']:.2f}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=3_000_000, help="records ProducerPerformance writes (default 3M)")
     parser.add_argument("--seconds", type=float, help="kchaos load time (default: as long as ProducerPerformance took)")
     parser.add_argument("--producers", type=int, default=2, help="kchaos producer processes (scenario default 2)")
     parser.add_argument("--acks", nargs="+", default=["all", "1"], choices=["all", "1"])
+    parser.add_argument("--clients", nargs="+", default=list(LIBRARIES), choices=LIBRARIES,
+                        help="the kchaos workload's clients to measure, each against the same tool figures "
+                             "(default both)")
     parser.add_argument("--metadata", choices=("zookeeper", "kraft"), default="zookeeper")
     parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     parser.add_argument("--tools-in", choices=("host", "broker"), default="host",
@@ -552,16 +612,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="a producer setting for both ProducerPerformance and the kchaos producers")
     parser.add_argument("--no-consumers", action="store_true", help="skip the consumer comparison")
     parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
-                        help="py-spy the harness (and producer p0) for SECONDS during the acks=all kchaos run")
+                        help="py-spy the harness (and a librdkafka producer p0) for SECONDS during each client's "
+                             "acks=all kchaos run")
     parser.add_argument("--dir", type=Path, help="where the temporary run directory goes (default: the system's temp)")
     args = parser.parse_args(argv)
     quiet_logging()
     install_termination_handlers()
     extra = parse_config(args.producer_config)
+    clients: list[Library] = list(dict.fromkeys(args.clients))
+    if "java" in clients:
+        try:
+            say(f"Java workload built against kafka-clients {args.kafka_version}: {ensure_built(args.kafka_version)}")
+        except WorkloadError as e:
+            raise SystemExit(f"producer_vs_kafka: {e}") from None
 
     scratch = Path(tempfile.mkdtemp(prefix="kchaos-bench-pvk-", dir=args.dir))
     say(f"producer_vs_kafka: {args.metadata}, Kafka {args.kafka_version}, {args.records:,} records for "
-        f"ProducerPerformance, {args.producers} kchaos producers, {RECORD_BYTES}-byte values, "
+        f"ProducerPerformance, {args.producers} kchaos producers per client ({', '.join(clients)}), "
+        f"{RECORD_BYTES}-byte values, "
         f"topics of {PARTITIONS} partitions RF 3 min.insync 2; scratch {scratch}")
     cluster = None
     rows: list[str] = []
@@ -569,43 +637,52 @@ def main(argv: list[str] | None = None) -> int:
         cluster = start_cluster(args.metadata, args.kafka_version, scratch / "cluster")
         tools = Tools(cluster, args.kafka_version, args.tools_in, scratch)
         say(f"Kafka's tools run {tools.where_text}")
-        say(f"both sides: {', '.join(f'{k}={v}' for k, v in extra.items())}; otherwise their client's defaults: the "
-            "Java producer (ProducerPerformance) is idempotent with acks=all and lingers 0 ms, librdkafka (kchaos) "
-            "is not idempotent and lingers 5 ms")
+        same = ", ".join(f"{k}={v}" for k, v in extra.items())
+        say(f"ProducerPerformance and every kchaos producer: acks and {same}; otherwise their client's defaults "
+            "(each one's resolved settings follow its figure)")
         for acks in args.acks:
-            pp_topic, kc_topic = f"bench-pp-acks{acks}", f"bench-kc-acks{acks}"
-            for t in (pp_topic, kc_topic):
-                create_topic(cluster, TopicSpec(t, PARTITIONS, 3, 2))
+            config = {"acks": acks, **extra}
+            pp_topic = f"bench-pp-acks{acks}"
+            create_topic(cluster, TopicSpec(pp_topic, PARTITIONS, 3, 2))
             meter = CpuMeter(container_ids(cluster))
             pp = tools.producer_perf(pp_topic, args.records, acks, extra)
             pp_cpu = meter.stop()
+            pp_load = os.getloadavg()[0]
             say(f"acks={acks} ProducerPerformance: {pp['rate']:,.0f} records/s "
                 f"({pp['records']:,} in {pp_cpu['wall_s']:.1f} s wall incl. JVM start; "
                 f"avg {pp['avg_ms']:.0f} ms, p50 {pp['p50_ms']:.0f} ms, p99 {pp['p99_ms']:.0f} ms)")
+            say(f"    settings: {tool_settings(args.kafka_version, config)}")
             say(f"    {cpu_text(pp_cpu, 'bench', 'ProducerPerformance JVM')}")
             seconds = args.seconds or max(10.0, round(pp_cpu["wall_s"] or 10.0))  # type: ignore[arg-type]
             profile_s = args.profile if acks == "all" else 0
             seconds = max(seconds, profile_s + 5) if profile_s else seconds
-            kc = run_kchaos_producers(cluster, kc_topic, {"acks": acks, **extra}, args.producers, seconds,
-                                      scratch / f"run-acks{acks}", profile_s)
-            ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
-            say(f"acks={acks} kchaos (recorded): {kc['rate']:,.0f} acked sends/s ({kc['ok']:,} ok of "
-                f"{kc['sends']:,} sends in sends.jsonl over {kc['span_s']:.1f} s, first invoke to last ack; "
-                f"load {kc['load_s']:.0f} s)")
-            say(f"    {cpu_text(kc['cpu'], 'harness', f'{args.producers} producer processes')}")
-            if kc["failures"]:
-                say(f"    workload failures: {kc['failures']}")
-            target = f"  (target >= {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'NOT met'})" \
-                if acks == "all" else ""
-            say(f"acks={acks} ratio kchaos / ProducerPerformance = {ratio:.2f}{target}")
-            rows.append(f"producer acks={acks:<3}  ProducerPerformance {pp['rate']:>10,.0f}/s  "
-                        f"kchaos {kc['rate']:>10,.0f}/s  ratio {ratio:.2f}{target}")
-            if kc["profiler"] is not None:
-                kc["profiler"].finish()
-            shutil.rmtree(scratch / f"run-acks{acks}", ignore_errors=True)
-            delete_topic(cluster, kc_topic)
+            figures: list[tuple[str, float, float]] = []
+            verdicts: list[str] = []
+            for client in clients:
+                kc_topic, run_dir = f"bench-kc-acks{acks}-{client}", scratch / f"run-acks{acks}-{client}"
+                create_topic(cluster, TopicSpec(kc_topic, PARTITIONS, 3, 2))
+                kc = run_kchaos_producers(cluster, kc_topic, config, args.producers, seconds, run_dir, client,
+                                          profile_s)
+                ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
+                say(f"acks={acks} kchaos {client} (recorded): {kc['rate']:,.0f} acked sends/s ({kc['ok']:,} ok of "
+                    f"{kc['sends']:,} sends in sends.jsonl over {kc['span_s']:.1f} s, first invoke to last ack; "
+                    f"load {kc['load_s']:.0f} s)")
+                say(f"    settings: {settings_text(kc['settings'])}")
+                say(f"    {cpu_text(kc['cpu'], 'harness', f'{args.producers} {client} producer processes')}")
+                if kc["failures"]:
+                    say(f"    workload failures: {kc['failures']}")
+                say(f"acks={acks} ratio kchaos {client} / ProducerPerformance = {ratio:.2f}")
+                figures.append((client, kc["rate"], kc["load"]))
+                verdicts.append(f"{client} {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+                if kc["profiler"] is not None:
+                    kc["profiler"].finish()
+                shutil.rmtree(run_dir, ignore_errors=True)
+                delete_topic(cluster, kc_topic)
+            target = f"  (target >= {TARGET_RATIO}: {', '.join(verdicts)})" if acks == "all" else ""
+            rows.append(table_row(f"producer acks={acks}", "ProducerPerformance", pp["rate"], pp_load, figures)
+                        + target)
             if acks == "all" and not args.no_consumers:
-                rows += consumers(cluster, tools, pp_topic, pp["records"], scratch)
+                rows += consumers(cluster, tools, pp_topic, pp["records"], scratch, clients)
             delete_topic(cluster, pp_topic)
         if not args.no_consumers and "all" not in args.acks:
             say("consumer comparison skipped: it reads the acks=all ProducerPerformance topic")
@@ -623,33 +700,45 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch: Path) -> list[str]:
+def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch: Path,
+              clients: list[Library]) -> list[str]:
+    """ConsumerPerformance, then each client's application consumer and read-back, on ``topic``: two summary lines."""
     meter = CpuMeter(container_ids(cluster))
     cp = tools.consumer_perf(topic, messages)
     cp_cpu = meter.stop()
+    cp_load = os.getloadavg()[0]
     say(f"ConsumerPerformance: {cp['rate']:,.0f} records/s incl. group join ({cp['messages']:,} records; "
         f"rebalance {cp['rebalance_ms'] / 1000:.1f} s), {cp['fetch_rate']:,.0f} records/s fetching")
     say(f"    {cpu_text(cp_cpu, 'bench', 'ConsumerPerformance JVM')}")
-    live = run_kchaos_consumer(cluster, topic, messages, scratch / "run-live", timeout_s=max(120.0, messages / 5000))
-    shutil.rmtree(scratch / "run-live", ignore_errors=True)
-    say(f"kchaos application consumer (live reads recorded): {live['rate']:,.0f} records/s incl. group join "
-        f"({live['reads']:,} reads in {live['elapsed_s']:.1f} s), {live['fetch_rate']:,.0f} records/s "
-        "first to last read")
-    say(f"    {cpu_text(live['cpu'], 'harness', 'consumer process')}")
-    back = run_kchaos_read_back(cluster, topic, scratch / "run-final")
-    shutil.rmtree(scratch / "run-final", ignore_errors=True)
-    say(f"kchaos final read-back (every record recorded, in the harness): {back['rate']:,.0f} records/s "
-        f"({back['reads']:,} reads in {back['elapsed_s']:.1f} s, complete={back['complete']}), "
-        f"{back['fetch_rate']:,.0f} records/s first to last read")
-    say(f"    {cpu_text(back['cpu'], 'harness (read-back)', 'children')}")
-    r_live = live["rate"] / cp["rate"] if cp["rate"] else 0.0
-    r_back = back["rate"] / cp["rate"] if cp["rate"] else 0.0
-    f_live = live["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
-    f_back = back["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
-    say(f"consumer ratios vs ConsumerPerformance: incl. join live {r_live:.2f}, read-back {r_back:.2f}; "
-        f"fetching only live {f_live:.2f}, read-back {f_back:.2f}")
-    return [f"consumer: ConsumerPerformance {cp['rate']:>10,.0f}/s  kchaos live {live['rate']:>10,.0f}/s "
-            f"(ratio {r_live:.2f})  read-back {back['rate']:>10,.0f}/s (ratio {r_back:.2f})"]
+    live_figures: list[tuple[str, float, float]] = []
+    back_figures: list[tuple[str, float, float]] = []
+    for client in clients:
+        live = run_kchaos_consumer(cluster, topic, messages, scratch / "run-live",
+                                   timeout_s=max(120.0, messages / 5000), client=client)
+        shutil.rmtree(scratch / "run-live", ignore_errors=True)
+        say(f"kchaos {client} application consumer (live reads recorded): {live['rate']:,.0f} records/s incl. "
+            f"process start and group join ({live['reads']:,} reads in {live['elapsed_s']:.1f} s), "
+            f"{live['fetch_rate']:,.0f} records/s first to last read")
+        say(f"    {cpu_text(live['cpu'], 'harness', f'{client} consumer process')}")
+        if live["failures"]:
+            say(f"    workload failures: {live['failures']}")
+        back = run_kchaos_read_back(cluster, topic, scratch / "run-final", client)
+        shutil.rmtree(scratch / "run-final", ignore_errors=True)
+        where = "in the harness" if client == "librdkafka" else "in a reader process, its start included"
+        say(f"kchaos {client} final read-back (every record recorded, {where}): {back['rate']:,.0f} records/s "
+            f"({back['reads']:,} reads in {back['elapsed_s']:.1f} s, complete={back['complete']}), "
+            f"{back['fetch_rate']:,.0f} records/s first to last read")
+        say(f"    {cpu_text(back['cpu'], 'harness (read-back)', 'reader process' if client == 'java' else 'children')}")
+        r_live = live["rate"] / cp["rate"] if cp["rate"] else 0.0
+        r_back = back["rate"] / cp["rate"] if cp["rate"] else 0.0
+        f_live = live["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
+        f_back = back["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
+        say(f"{client} consumer ratios vs ConsumerPerformance: incl. join live {r_live:.2f}, read-back "
+            f"{r_back:.2f}; fetching only live {f_live:.2f}, read-back {f_back:.2f}")
+        live_figures.append((client, live["rate"], live["load"]))
+        back_figures.append((client, back["rate"], back["load"]))
+    return [table_row("consumer live", "ConsumerPerformance", cp["rate"], cp_load, live_figures),
+            table_row("consumer read-back", "ConsumerPerformance", cp["rate"], cp_load, back_figures)]
 
 
 def run_main(main: Callable[[], int], script: str) -> None:
