@@ -24,6 +24,7 @@ class ZooKeeperMetadata:
     """A read-only view of /brokers and /controller."""
 
     def __init__(self, hosts: str, timeout_s: float = 5) -> None:
+        self._timeout_s = timeout_s
         self._client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True)
         try:
             self._client.start(timeout=timeout_s * 2)
@@ -33,12 +34,18 @@ class ZooKeeperMetadata:
     def _read(self, path: str) -> bytes | None:
         """The znode's data, None when it does not exist."""
         try:
-            data, _ = self._client.get(path)
+            data, _ = self._client.get_async(path).get(timeout=self._request_timeout_s)
         except NoNodeError:
             return None
         except (KazooException, KazooTimeoutError) as e:
             raise ClusterError(f"cannot read {path} from ZooKeeper: {type(e).__name__}") from None
         return data
+
+    @property
+    def _request_timeout_s(self) -> float:
+        """How long one read may wait. kazoo's own calls wait for ever: a request queued while the session is
+        being re-established (seen on a machine at load average 200) froze the observer and the nemesis."""
+        return self._timeout_s * 2
 
     def _json(self, path: str) -> dict:
         data = self._read(path)
@@ -49,7 +56,8 @@ class ZooKeeperMetadata:
     def broker_ids(self) -> set[int]:
         """Brokers with a live ZooKeeper session (their ephemeral registration exists)."""
         try:
-            return {int(b) for b in self._client.get_children("/brokers/ids")}
+            children = self._client.get_children_async("/brokers/ids").get(timeout=self._request_timeout_s)
+            return {int(b) for b in children}
         except (KazooException, KazooTimeoutError) as e:
             raise ClusterError(f"cannot list /brokers/ids in ZooKeeper: {type(e).__name__}") from None
 
