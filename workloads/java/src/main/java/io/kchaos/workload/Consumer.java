@@ -67,7 +67,19 @@ public final class Consumer {
             consumer.subscribe(List.of(spec.str("topic")));
             child.hello("consumer", props);
             while (!child.stopping()) {
-                ConsumerRecords<byte[], byte[]> records = consumer.poll(POLL);
+                ConsumerRecords<byte[], byte[]> records;
+                try {
+                    records = consumer.poll(POLL);
+                } catch (KafkaException e) {
+                    if (Child.isFatal(e)) {
+                        throw e;
+                    }
+                    // as consumer.py, which drops librdkafka's error events: a broker fault is what kchaos is
+                    // for, the application polls again (a record it could not read is read again or never)
+                    System.err.println("poll: " + e);
+                    child.sleep(POLL.toNanos() / 5);
+                    continue;
+                }
                 if (!records.isEmpty()) {
                     process(consumer, records, manual, processingMs, child);
                 }
