@@ -30,6 +30,7 @@ from harness.kafka_settings import (check_broker_settings, check_consumer_settin
 
 Scalar = Union[bool, int, float, str]
 Client = Literal["librdkafka", "java"]
+LIBRARIES = ("librdkafka", "java")
 CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config"}
 ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client")
 LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
@@ -293,7 +294,7 @@ class Scenario(Strict):
     workload: WorkloadModel = WorkloadModel()
     faults: list[FaultModel] = []
     schedule: ScheduleModel = ScheduleModel()
-    expect: dict[str, Union[bool, int, str]] | None = None
+    expect: dict[str, Union[bool, int, str, dict[str, Union[int, str]]]] | None = None
 
     @field_validator("expect")
     @classmethod
@@ -304,8 +305,14 @@ class Scenario(Strict):
             if key == "valid":
                 if not isinstance(value, bool):
                     raise ValueError("expect.valid must be true or false")
-            elif isinstance(value, bool) or not (isinstance(value, int) or EXPECTATION.match(str(value))):
-                raise ValueError(f"expect.{key} must be a count or a comparison like \">0\", not {value!r}")
+                continue
+            by_client = value if isinstance(value, dict) else {"": value}
+            for client, count in by_client.items():
+                where = f"expect.{key}.{client}" if client else f"expect.{key}"
+                if client and client not in LIBRARIES:
+                    raise ValueError(f"{where}: an expectation per client names librdkafka or java")
+                if isinstance(count, bool) or not (isinstance(count, int) or EXPECTATION.match(str(count))):
+                    raise ValueError(f"{where} must be a count or a comparison like \">0\", not {count!r}")
         return expect
 
     @model_validator(mode="after")

@@ -161,6 +161,28 @@ def test_expectations() -> None:
     assert [assess(e, results).exit_code for e in ({"lost": 3}, {"lost": 2})] == [0, 1]
 
 
+def test_an_expectation_per_client_is_the_one_of_the_client_that_ran_the_role() -> None:
+    """Auto-commit skips records under librdkafka and re-reads them under the Java client (measured): a file
+    states both, and each anomaly picks by the client of its own role."""
+    results = {"valid": True, "counts": {"consumer_skipped": 0, "consumer_redelivered": 900, "lost": 0}}
+    expect = {"consumer_skipped": {"librdkafka": ">0", "java": 0}, "consumer_redelivered": {"java": ">0"},
+              "lost": {"java": 0}}
+    java_consumers = {"workload": {"client": "librdkafka", "consumers": {"client": "java"}}}
+    assert assess(expect, results, java_consumers) == Assessment(MET)
+    assert assess(expect, results, {"workload": {"client": "java"}}) == Assessment(MET)
+    assert assess(expect, results, {"workload": {}}).unmet == ["consumer_skipped is 0, expected >0"]
+    assert assess(expect, results, None).unmet == ["consumer_skipped is 0, expected >0"]  # librdkafka unless said
+
+
+@pytest.mark.parametrize("text, message", [
+    ("expect: {lost: {jvm: 0}}", "expect.lost.jvm: an expectation per client names librdkafka or java"),
+    ("expect: {lost: {java: lots}}", "expect.lost.java must be a count or a comparison"),
+])
+def test_bad_expectations_per_client_get_one_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(HarnessError, match=message):
+        load_scenario(write(tmp_path, text))
+
+
 def incomplete(lost: int, unverifiable: int, valid: bool = True) -> dict:
     """Results whose final read of one partition stopped short of the high watermark."""
     return {"valid": valid, "final_read_complete": False, "incomplete_partitions": [["t", 0]], "cut_short": False,

@@ -33,6 +33,10 @@ EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 # the processed inputs whose output was not found there (pipeline_unverifiable); the rest by any amount.
 RAISED_BY_UNVERIFIED = {"lost": "lost_unverifiable", "lost_after_read": "lost_unverifiable",
                         "pipeline_lost": "pipeline_unverifiable"}
+# The workload role whose client an anomaly is about (an expectation keyed by client picks by it); the rest are
+# the producers'.
+ROLE_OF = {"consumer_skipped": "consumers", "consumer_redelivered": "consumers", "pipeline_lost": "pipeline",
+           "pipeline_duplicated": "pipeline"}
 RAISED_WITHOUT_BOUND = ("duplicated", "unexpected", "failed_but_present", "divergent", "consumer_skipped",
                         "aborted_read", "torn_transaction", "pipeline_duplicated")
 
@@ -52,6 +56,25 @@ class Assessment:
 
     def as_json(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "unmet": self.unmet, "not_judged": self.not_judged}
+
+
+def for_clients(expect: dict[str, Any] | None, scenario: dict[str, Any] | None) -> dict[str, Any]:
+    """The expectations that apply to this run: one given per client (``{librdkafka: ">0", java: 0}``) is the
+    value for the client that ran the anomaly's role, and none when that client has none."""
+    out = {}
+    for key, wanted in (expect or {}).items():
+        if isinstance(wanted, dict):
+            wanted = wanted.get(client_of(key, scenario))
+        if wanted is not None:
+            out[key] = wanted
+    return out
+
+
+def client_of(key: str, scenario: dict[str, Any] | None) -> str:
+    """The client (librdkafka or java) of the role anomaly ``key`` is about, in a resolved scenario.yaml."""
+    workload = (scenario or {}).get("workload") or {}
+    role = workload.get(ROLE_OF.get(key, "producers")) or {}
+    return str((role.get("client") if isinstance(role, dict) else None) or workload.get("client") or "librdkafka")
 
 
 def unverified(results: dict[str, Any]) -> tuple[int, str] | None:
@@ -117,7 +140,7 @@ def assess(expect: dict[str, Any] | None, results: dict[str, Any],
         return Assessment(NOT_JUDGED, not_judged=reasons, proved_nothing=True)
     missing = unverified(results)
     failures, open_ = [], []
-    checks = expect or {"valid": True}
+    checks = for_clients(expect, scenario) if expect else {"valid": True}
     for key, wanted in checks.items():
         if key == "valid":
             valid = bool(results["valid"])  # more reads could only find more anomalies

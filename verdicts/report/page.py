@@ -19,7 +19,7 @@ from harness.errors import EXIT_VALID, HarnessError
 from rundir.documents import read_results, read_scenario
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
-from verdicts.expect import Assessment, assess
+from verdicts.expect import Assessment, assess, for_clients
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.scan import NS, Scan, fault_label, scan_history
@@ -89,7 +89,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
     page = templates().get_template("report.html.j2").render(
         name=(scenario or {}).get("name", run.path.name), description=(scenario or {}).get("description", ""),
         started_at=(scenario or {}).get("started_at", ""), run_dir=str(run.path),
-        results=results, counts=counts, assessment=assessment, expect=(scenario or {}).get("expect") or {},
+        results=results, counts=counts, assessment=assessment, expect=for_clients((scenario or {}).get("expect"), scenario),
         settings=durability_settings(scenario) + client_rows(results),
         promises=promises(durability_config(scenario)) if scenario else [],
         violations=FLAGGED, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
