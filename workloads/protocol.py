@@ -124,8 +124,10 @@ def hello(pid: int) -> str:
 
 
 def identity(library: str, version: str, settings: dict[str, Any]) -> str:
-    """``K``: the client library, its version and its effective settings (one JSON object, string values)."""
-    return f"K {library} {version} {json.dumps({k: str(v) for k, v in settings.items()}, separators=(',', ':'))}"
+    """``K``: the client library, its version and its effective settings (one JSON object, string values
+    written as Kafka's Java client writes them: ``true``, not Python's ``True``; unset ones left out)."""
+    values = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items() if v is not None}
+    return f"K {library} {version} {json.dumps(values, separators=(',', ':'))}"
 
 
 def invoked(first: int, count: int, invoke_ns: int) -> str:
