@@ -3,19 +3,15 @@ cluster) what a killed producer or consumer leaves in the history."""
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from checkers.reference import check_run
 from clusters.cluster import Cluster
-from clusters.spec import TopicSpec
-from clusters.topics import create_topic
 from faults.base import FaultError
 from faults.client_crash import ClientCrashFault
 from faults.registry import FAULTS
@@ -24,11 +20,13 @@ from faults.targets import CLIENT_TARGETS, TARGETS, choose_clients
 from harness.errors import HarnessError
 from harness.scenario import load_scenario
 from rundir.layout import RunDir
-from workloads.client import Client
+from workloads.client import Client, Library
 from workloads.consumer import ConsumerClient, read_back
 from workloads.history import History, RunClock
 from workloads.observer import record_committed
 from workloads.producer import ProducerClient
+from helpers import jsonl, new_topic
+from waiting import wait_for
 
 
 class FakeClient:
@@ -132,27 +130,12 @@ def test_client_faults_default_to_any_client_and_consumers_keep_their_config(tmp
 
 # ---------------------------------------------------------------------- real processes on a real cluster
 
-def new_topic(cluster: Cluster, partitions: int = 3) -> str:
-    name = f"cc-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster, TopicSpec(name, partitions=partitions, replication_factor=3, min_insync_replicas=1))
-    return name
 
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
-        time.sleep(0.02)
 
 
 @pytest.mark.cluster
 def test_a_producer_killed_mid_load_leaves_info_for_its_in_flight_seqs(cluster: Cluster, tmp_path: Path) -> None:
-    topic = new_topic(cluster)
+    topic = new_topic(cluster, "cc")
     clock = RunClock()
     history = History(RunDir(tmp_path), clock)
     # linger.ms=50: a few hundred messages are always in flight when the kill comes
@@ -194,32 +177,42 @@ def test_a_producer_killed_mid_load_leaves_info_for_its_in_flight_seqs(cluster: 
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
 @pytest.mark.parametrize("commit", ["auto", "manual"])
 def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: Cluster, tmp_path: Path,
-                                                                       commit: str) -> None:
-    """Killed half-way through processing a batch: under auto-commit the timer has already committed
-    the whole batch (its unprocessed half is skipped); under manual commit nothing of it was committed
-    (its processed half is processed again by the restarted consumer)."""
-    topic = new_topic(cluster)
+                                                                       commit: str, client: Library) -> None:
+    """Killed half-way through processing a batch. Manual commit: nothing of it was committed, so the
+    restarted consumer processes its processed half again (redelivery), skips nothing, and the group's
+    committed offsets end at the partitions' ends. Auto commit differs by client: librdkafka's timer has
+    already committed the whole polled batch (its unprocessed half is skipped); Kafka's Java consumer
+    commits on its timer only inside poll(), and its position passes a batch only when poll() returns the
+    next one, so it re-reads instead."""
+    topic = new_topic(cluster, "cc")
     group = f"g-{uuid.uuid4().hex[:6]}"
     clock = RunClock()
     history = History(RunDir(tmp_path), clock)
+    version = cluster.spec.kafka_version
     producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
                               rate=100)
     # session.timeout.ms: the group gives the dead consumer's partitions away within seconds
     consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, group, commit,  # type: ignore[arg-type]
-                              {"auto.commit.interval.ms": 200, "session.timeout.ms": 6000}, history.reads, clock,
-                              processing_ms=3000)
+                              {"auto.commit.interval.ms": 200, "session.timeout.ms": 6000,
+                               "heartbeat.interval.ms": 1000}, history.reads, clock, processing_ms=3000,
+                              client=client, kafka_version=version)
     crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[consumer])
     try:
-        for client in (consumer, producer):
-            client.start()
-            client.wait_started()
+        for process in (consumer, producer):
+            process.start()
+            process.wait_started()
+        assert consumer.identity is not None and consumer.identity.library == client
+        assert consumer.identity.settings["enable.auto.commit"] == str(commit == "auto").lower()
+        # acknowledged load first: a batch polled while a fresh topic's first writes wait is one record, one slice
+        wait_for(lambda: producer.counts.ok >= 200, 60, "the producer's writes are acknowledged")
         wait_for(lambda: consumer.batches_done >= 1, 90, "a first batch is processed")
         wait_for(lambda: consumer.processing, 30, "the next batch is polled")
-        polled, before = time.monotonic(), consumer.count
-        wait_for(lambda: time.monotonic() - polled > 1.5, 5, "half of the processing")
-        assert consumer.processing and consumer.count > before, "the kill must land inside the batch"
+        before = consumer.count
+        wait_for(lambda: consumer.count > before, 2.5, "a first slice of the batch is processed")
+        assert consumer.processing, "the kill must land inside the batch"
         crash.apply([consumer])
         cut_short = consumer.count - before
         crash.heal([consumer])
@@ -239,14 +232,21 @@ def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: 
     finally:
         producer.abort()
         consumer.abort()
-    read_back(cluster.bootstrap_servers, topic, 3, history)
+    assert not consumer.failures
+    assert read_back(cluster.bootstrap_servers, topic, 3, history, client=client, kafka_version=version)
     history.close()
 
     assert cut_short > 0
-    counts = check_run(tmp_path)["counts"]
-    assert counts["unexpected"] == 0 and counts["lost"] == 0
-    if commit == "auto":
+    results = check_run(tmp_path)
+    counts = results["counts"]
+    assert counts["unexpected"] == 0 and counts["lost"] == 0 and results["final_read_complete"]
+    if commit == "auto" and client == "librdkafka":
         assert counts["consumer_skipped"] > 0
-    else:
-        assert counts["consumer_skipped"] == 0
-        assert counts["consumer_redelivered"] >= cut_short
+        return
+    assert counts["consumer_skipped"] == 0
+    assert counts["consumer_redelivered"] >= cut_short
+    live = [r for r in jsonl(tmp_path / "history" / "reads.jsonl") if r["phase"] == "live"]
+    assert {r["consumer"] for r in live} == {"c0", "c0.1"} and all(r["group"] == group for r in live)
+    events = jsonl(tmp_path / "history" / "events.jsonl")
+    committed = {e["partition"]: e["offset"] for e in events if e["kind"] == "committed"}
+    assert committed == {e["partition"]: e["high_watermark"] for e in events if e["kind"] == "final-read"}

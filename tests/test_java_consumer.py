@@ -1,6 +1,6 @@
 """The Java consumer side of issue #19 on a real cluster: the final read-back by Kafka's Java client (workloads/java
-Reader), an application consumer with manual commits killed mid-batch (Consumer), and the exactly-once pipeline
-(Pipeline), each against what the Python side of the harness and the reference checker make of it."""
+Reader) and the exactly-once pipeline (Pipeline), each against what the Python side of the harness and the
+reference checker make of it. The application consumer killed mid-batch is test_client_crash's, on both clients."""
 
 from __future__ import annotations
 
@@ -25,33 +25,20 @@ from clusters.topics import create_topic
 from faults.client_crash import ClientCrashFault
 from rundir.layout import RunDir
 from workloads.client import LIBRARIES, Library
-from workloads.consumer import CommitMode, ConsumerClient, Isolation, end_offsets, read_back, read_back_both
+from workloads.consumer import Isolation, end_offsets, read_back, read_back_both
 from workloads.history import History, RunClock
 from workloads.java_client import java_command
 from workloads.messages import encode, encode_output
 from workloads.observer import record_committed
 from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
+from helpers import jsonl, new_topic
+from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
-def new_topic(cluster: Cluster, partitions: int = 3) -> str:
-    name = f"jc-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster, TopicSpec(name, partitions=partitions, replication_factor=3, min_insync_replicas=1))
-    return name
 
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
-        time.sleep(0.02)
 
 
 # ---------------------------------------------------------------------- the final read-back
@@ -153,7 +140,7 @@ def read_back_reads(cluster: Cluster, topic: str, isolation: Isolation, tmp_path
 
 def test_the_java_reader_reads_to_the_high_watermarks_and_skips_an_aborted_transaction(
         cluster: Cluster, tmp_path: Path) -> None:
-    topic = new_topic(cluster)
+    topic = new_topic(cluster, "jc")
     fill(cluster, topic)
     # partition 0: 20 records and 3 transaction markers (at 10, 16 and 22); a commit returns before its markers
     # are written, so the last one may take a moment
@@ -192,7 +179,7 @@ def test_the_java_reader_reads_to_the_high_watermarks_and_skips_an_aborted_trans
 def test_the_java_reader_stops_at_an_open_transaction_when_its_time_is_up(cluster: Cluster) -> None:
     """read_committed cannot pass the last stable offset: an open transaction keeps it below the high watermark
     until timeout_s, and the F line says where it stood (the read-back was not complete)."""
-    topic = new_topic(cluster, partitions=1)
+    topic = new_topic(cluster, "jc", partitions=1)
     txn = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"t-{topic}"})
     txn.init_transactions(30)
     try:
@@ -212,81 +199,6 @@ def test_the_java_reader_stops_at_an_open_transaction_when_its_time_is_up(cluste
         assert [r[3] for r in records] == list(range(10)) and positions == high
     finally:
         txn.abort_transaction(30)
-
-
-# ---------------------------------------------------------------------- the application consumer
-
-
-@pytest.mark.parametrize("commit", ["manual", "auto"])
-def test_a_java_consumer_killed_mid_batch_rereads_it(cluster: Cluster, tmp_path: Path, commit: CommitMode) -> None:
-    """Killed half-way through processing a batch, a Java consumer has committed nothing of it: the restarted one
-    processes its processed half again (redelivery), skips nothing, and at the end the group's committed offsets
-    are the ends of the partitions. Under auto commit too, unlike librdkafka (whose timer commits a polled batch
-    while it is processed, see test_client_crash): the Java consumer commits on its timer only inside poll(), and
-    its positions pass a batch only when poll() returns the next one."""
-    topic = new_topic(cluster)
-    group = f"g-{uuid.uuid4().hex[:6]}"
-    clock = RunClock()
-    history = History(RunDir(tmp_path), clock)
-    producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
-                              rate=100)
-    # session.timeout.ms: the group gives the dead consumer's partitions away within seconds
-    consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, group, commit,
-                              {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-                               "auto.commit.interval.ms": 200}, history.reads, clock,
-                              processing_ms=3000, client="java", kafka_version=cluster.spec.kafka_version)
-    crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[consumer])
-    try:
-        for client in (consumer, producer):
-            client.start()
-            client.wait_started()
-        assert consumer.identity is not None and consumer.identity.library == "java"
-        assert consumer.identity.version == cluster.spec.kafka_version
-        assert consumer.identity.settings["enable.auto.commit"] == str(commit == "auto").lower()
-        assert consumer.identity.settings["isolation.level"] == "read_uncommitted"  # the Java client's default
-        wait_for(lambda: consumer.batches_done >= 1, 90, "a first batch is processed")
-        wait_for(lambda: consumer.processing, 30, "the next batch is polled")
-        polled, before = time.monotonic(), consumer.count
-        wait_for(lambda: time.monotonic() - polled > 1.5, 5, "half of the processing")
-        assert consumer.processing and consumer.count > before, "the kill must land inside the batch"
-        crash.apply([consumer])
-        cut_short = consumer.count - before
-        crash.heal([consumer])
-        assert consumer.name == "c0.1" and consumer.running
-        wait_for(lambda: consumer.batches_done >= 3, 90, "the restarted consumer processes batches")
-        producer.stop()
-        idle = [time.monotonic(), consumer.batches_polled]
-
-        def caught_up() -> bool:
-            if consumer.batches_polled != idle[1]:
-                idle[:] = [time.monotonic(), consumer.batches_polled]
-            return time.monotonic() - idle[0] > 4 and not consumer.processing
-
-        wait_for(caught_up, 120, "the consumer reads everything")
-        consumer.stop()
-        record_committed(cluster, group, topic, 3, history)
-    finally:
-        producer.abort()
-        consumer.abort()
-    assert not consumer.failures
-    assert read_back(cluster.bootstrap_servers, topic, 3, history, client="java",
-                     kafka_version=cluster.spec.kafka_version)
-    history.close()
-
-    assert cut_short > 0
-    results = check_run(tmp_path)
-    counts = results["counts"]
-    assert counts["unexpected"] == 0 and counts["lost"] == 0 and results["final_read_complete"]
-    assert counts["consumer_skipped"] == 0
-    assert counts["consumer_redelivered"] >= cut_short
-    reads = jsonl(tmp_path / "history" / "reads.jsonl")
-    live = [r for r in reads if r["phase"] == "live"]
-    assert {r["consumer"] for r in live} == {"c0", "c0.1"}
-    assert all(r["isolation"] == "read_uncommitted" and r["group"] == group for r in live)
-    events = jsonl(tmp_path / "history" / "events.jsonl")
-    committed = {e["partition"]: e["offset"] for e in events if e["kind"] == "committed"}
-    ends = {e["partition"]: e["high_watermark"] for e in events if e["kind"] == "final-read"}
-    assert committed == ends  # every batch processed was committed, up to the end of each partition
 
 
 # ---------------------------------------------------------------------- the exactly-once pipeline

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_run import KCHAOS, LOSING, jsonl, only_run_dir
+from helpers import jsonl
+from test_run import KCHAOS, LOSING, only_run_dir
 
 pytestmark = pytest.mark.cluster
 

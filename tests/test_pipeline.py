@@ -3,7 +3,6 @@ real cluster) a pipeline SIGKILLed mid-transaction whose replacement fences it a
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid
@@ -33,10 +32,9 @@ from workloads.observer import record_committed
 from workloads.pipeline import PipelineClient, joined, joined_fields
 from workloads.producer import ProducerClient
 from workloads.protocol import ProtocolError, completed, polled, processed, txn_begun, txn_outcome, txn_requested
+from helpers import jsonl
+from waiting import wait_for
 
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def open_history(tmp_path: Path, clock: RunClock | None = None) -> History:
@@ -159,13 +157,6 @@ def test_lines_out_of_place_are_protocol_errors(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- a real pipeline on a real cluster
-
-def wait_for(check: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
-        time.sleep(0.01)
 
 
 def transactional(run_id: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import pytest
 
 from clusters.cleanup import remove_orphans
 from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+from helpers import jsonl
 
 pytestmark = pytest.mark.cluster
 
@@ -30,9 +31,6 @@ def only_run_dir(root: Path) -> Path:
     assert len(runs) == 1, runs
     return runs[0]
 
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def workload_processes(parent: int) -> set[int]:

@@ -4,33 +4,25 @@ may and may not see, and both read-backs must find exactly that."""
 
 from __future__ import annotations
 
-import json
 import random
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusters.cluster import Cluster
-from clusters.spec import TopicSpec
-from clusters.topics import create_topic
 from faults.pause import PauseFault
 from rundir.layout import RunDir
 from workloads.consumer import read_back_both
 from workloads.history import History, RunClock
 from workloads.observer import StableObserver
 from workloads.producer import ProducerClient
+from helpers import jsonl, new_topic
+from waiting import wait_for
 
 PARTITIONS = 3
 
-
-def new_topic(cluster: Cluster) -> str:
-    name = f"tx-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster, TopicSpec(name, partitions=PARTITIONS, replication_factor=3, min_insync_replicas=2))
-    return name
 
 
 def transactions(topic: str, **overrides: Any) -> dict[str, Any]:
@@ -38,16 +30,6 @@ def transactions(topic: str, **overrides: Any) -> dict[str, Any]:
             "transactional_id": f"kchaos-test-{topic}-p0", "partitions": PARTITIONS, "seed": 1, **overrides}
 
 
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
-        time.sleep(0.05)
 
 
 class Outcome:
@@ -95,7 +77,7 @@ def assert_read_backs_agree_with_the_transactions(out: Outcome) -> None:
 @pytest.mark.cluster
 def test_transactions_commit_and_abort_while_the_partition_leader_is_frozen(cluster: Cluster,
                                                                             tmp_path: Path) -> None:
-    topic = new_topic(cluster)
+    topic = new_topic(cluster, "tx", partitions=PARTITIONS, min_insync=2)
     clock = RunClock()
     history = History(RunDir(tmp_path), clock, transactions=True)
     producer = ProducerClient("p0", cluster.bootstrap_servers, topic, {"acks": "all"}, history.sends, clock,
@@ -141,7 +123,7 @@ def test_transactions_commit_and_abort_while_the_partition_leader_is_frozen(clus
 
 @pytest.mark.cluster
 def test_a_producer_killed_mid_transaction_is_fenced_by_its_replacement(cluster: Cluster, tmp_path: Path) -> None:
-    topic = new_topic(cluster)
+    topic = new_topic(cluster, "tx", partitions=PARTITIONS, min_insync=2)
     clock = RunClock()
     history = History(RunDir(tmp_path), clock, transactions=True)
     # 50 messages at 20/s: each transaction stays open for 2.5 s, the kill lands inside one

@@ -29,3 +29,8 @@ def eventually(check: Callable[[], T], timeout_s: float, what: str, interval_s: 
         if time.monotonic() >= deadline:
             raise AssertionError(f"not within {timeout_s:g}s: {what}")
         time.sleep(interval_s)
+
+
+def wait_for(check: Callable[[], object], timeout_s: float, what: str) -> None:
+    """``eventually`` at a fine grain, for the workload's own counters (no cluster call to wait out)."""
+    eventually(check, timeout_s, what, interval_s=0.02, ignoring=())

@@ -1,0 +1,24 @@
+"""What the cluster tests share: a fresh topic, a history file's lines."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from clusters.cluster import Cluster
+from clusters.spec import TopicSpec
+from clusters.topics import create_topic
+
+
+def new_topic(cluster: Cluster, prefix: str, partitions: int = 3, min_insync: int = 1) -> str:
+    """A topic of its own for one test (RF 3), named ``<prefix>-<random>``."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster, TopicSpec(name, partitions=partitions, replication_factor=3, min_insync_replicas=min_insync))
+    return name
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a history file (none when it was never written)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
