@@ -189,6 +189,7 @@ class ConsumerClient(ClientProcess):
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0
+        self.last_polled = 0      # records in the batch polled last
         self._producers: dict[bytes, bytes] = {}
 
     @property
@@ -219,6 +220,7 @@ class ConsumerClient(ClientProcess):
             m = parse(line)
             if isinstance(m, Polled):
                 self.batches_polled += 1
+                self.last_polled = m.count
             elif isinstance(m, BatchDone):
                 self.batches_done += 1
         if out:
