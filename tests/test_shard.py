@@ -1,0 +1,192 @@
+"""Sharding the nightly: a partition every shard computes alike, and shard folders that merge into what one
+unsharded nightly writes (matrix and JUnit byte for byte). No cluster: the runs are made by hand."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.nightly import Variant, nightly, nightly_scenarios
+from harness.scenario import load_scenario
+from harness.shard import Shard, expected_seconds, parse_shard, partition
+from harness.errors import HarnessError
+from rundir.layout import INDEX, NIGHTLY_LOGS
+from verdicts.junit import OUTCOME_SUFFIX, Outcome, load_outcomes, save_outcome
+from test_report import Dom, make_run
+
+REPO = Path(__file__).resolve().parent.parent
+CATALOG = ["acks1-leader-kill.yaml", "acksall-leader-kill.yaml", "acks0-leader-kill.yaml"]
+BROKEN = "name: broken\nnightly: true\nno_such_key: 1\n"
+
+
+def catalog_durations() -> dict[str, float]:
+    chosen, broken = nightly_scenarios(REPO / "scenarios")
+    assert not broken
+    return {v.name: v.expected_s for v in chosen}
+
+
+def loads(durations: dict[str, float], shards: list[list[str]]) -> list[float]:
+    return [sum(durations[n] for n in names) for names in shards]
+
+
+# --- the partition ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, shard", [("1/1", Shard(1, 1)), ("2/4", Shard(2, 4)), (" 4 / 4 ", Shard(4, 4))])
+def test_shard_parses_k_of_n(text: str, shard: Shard) -> None:
+    assert parse_shard(text) == shard and str(shard) == f"{shard.index}/{shard.count}"
+
+
+@pytest.mark.parametrize("text", ["0/4", "5/4", "1/0", "2", "2/4/8", "a/b", "-1/4", ""])
+def test_shard_refuses_anything_but_k_of_n(text: str) -> None:
+    with pytest.raises(HarnessError):
+        parse_shard(text)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 7, 30])
+def test_every_variant_runs_in_exactly_one_shard(count: int) -> None:
+    durations = catalog_durations()
+    shards = partition(durations, count)
+    assert len(shards) == count
+    names = [n for shard in shards for n in shard]
+    assert sorted(names) == sorted(durations) and len(names) == len(set(names))
+
+
+def test_the_partition_depends_on_the_inputs_alone() -> None:
+    durations = catalog_durations()
+    expected = partition(durations, 4)
+    items = list(durations.items())
+    for seed in range(5):  # another order of the same variants: the same shards
+        random.Random(seed).shuffle(items)
+        assert partition(dict(items), 4) == expected
+
+
+def test_ties_go_by_name_then_by_shard_number() -> None:
+    assert partition({"c": 10.0, "a": 10.0, "b": 10.0, "d": 30.0}, 2) == [["d"], ["a", "b", "c"]]
+    assert partition({"b": 5.0, "a": 5.0}, 3) == [["a"], ["b"], []]
+
+
+def test_the_real_catalog_balances_within_20_percent_at_4_shards() -> None:
+    durations = catalog_durations()
+    shards = partition(durations, 4)
+    per_shard = loads(durations, shards)
+    mean = sum(per_shard) / len(per_shard)
+    figures = "; ".join(f"shard {i}/4: {s:.0f} s ({', '.join(names)})"
+                        for i, (s, names) in enumerate(zip(per_shard, shards), 1))
+    assert max(per_shard) <= 1.2 * mean and min(per_shard) >= 0.8 * mean, figures
+
+
+def test_the_expected_duration_is_load_settle_and_an_overhead_growing_with_the_cluster() -> None:
+    path = REPO / "scenarios" / "acks1-leader-kill.yaml"
+    base = expected_seconds(load_scenario(path, ["schedule.warmup_s=10"]))
+    assert expected_seconds(load_scenario(path, ["workload.duration_s=90"])) == base + 30
+    assert expected_seconds(load_scenario(path, ["schedule.settle_s=25"])) == base + 15
+    assert expected_seconds(load_scenario(path, ["cluster.brokers=5"])) > base
+    assert expected_seconds(load_scenario(path, ["schedule.warmup_s=30"])) == base  # warm-up is part of the load
+
+
+# --- shards and their merge --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def made_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One finished run directory per nightly variant of CATALOG, made once: every fake nightly copies them."""
+    root = tmp_path_factory.mktemp("made")
+    chosen, _ = nightly_scenarios(catalog(tmp_path_factory.mktemp("catalog"), broken=False))
+    return {v.name: make_run(root / v.name, v.path.name, lossy=v.name.startswith("acks1"),
+                             stamp=f"2026010{i + 1}T000000.000000Z") for i, v in enumerate(chosen)}
+
+
+def catalog(folder: Path, broken: bool = True) -> Path:
+    for name in CATALOG:
+        shutil.copy(REPO / "scenarios" / name, folder / name)
+    if broken:
+        (folder / "broken.yaml").write_text(BROKEN)
+    return folder
+
+
+def fake_runner(made: dict[str, Path], ran: list[str]):
+    """A runner that leaves the made run of the variant in out, as `kchaos run` would, and says so."""
+
+    def run(variant: Variant, out: Path, log_dir: Path) -> Outcome:
+        ran.append(variant.name)
+        source = made[variant.name]
+        target = out / source.parent.name / source.name
+        shutil.copytree(source, target)
+        code = 1 if variant.name.startswith("acksall") else 0
+        text = (f"run directory: {target.relative_to(out)}\n"
+                f"verdict: {'valid; expectations NOT met: lost is 0' if code else 'ok'}\n")
+        return Outcome(variant.name, variant.path, code, 60.0 + len(variant.name), text, str(target))
+
+    return run
+
+
+def test_two_shards_merge_into_exactly_what_one_nightly_writes(
+        made_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "scenarios").mkdir()
+    scenarios = catalog(tmp_path / "scenarios")
+    summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    ran: list[list[str]] = [[], [], []]
+    one = tmp_path / "unsharded" / "runs"
+    assert nightly(scenarios, one, one / "junit.xml", fake_runner(made_runs, ran[0])) == 2  # broken.yaml
+    codes = [nightly(scenarios, tmp_path / f"shard-{k}", tmp_path / f"shard-{k}" / "junit.xml",
+                     fake_runner(made_runs, ran[k]), shard=Shard(k, 2)) for k in (1, 2)]
+    assert codes == [2, 2]  # every shard reports the broken file
+    out = capsys.readouterr().out
+    assert "shard 1/2 took" in out and "shard 2/2 took" in out and "(expected" in out
+    assert sorted(ran[1] + ran[2]) == sorted(ran[0]) and not set(ran[1]) & set(ran[2]) and ran[1] and ran[2]
+
+    merged = tmp_path / "merged" / "runs"
+    assert main(["matrix", str(tmp_path / "shard-1"), str(tmp_path / "shard-2"), "--out", str(merged),
+                 "--junit", str(merged / "junit.xml")]) == 0
+    assert (merged / INDEX).read_bytes() == (one / INDEX).read_bytes()
+    assert (merged / "junit.xml").read_bytes() == (one / "junit.xml").read_bytes()
+    links = [a["href"] for a in Dom((merged / INDEX).read_text()).having("a", "run")]
+    assert links and all((merged / link).is_file() for link in links)
+    text = summary.read_text()
+    assert "shard 1/2:" in text and "shard 2/2:" in text and "| broken | error:" in text
+    assert "| acksall-leader-kill@kraft | failure:" in text
+
+    # the same merge into the first shard's folder: the same page and JUnit
+    assert main(["matrix", str(tmp_path / "shard-1"), str(tmp_path / "shard-2"),
+                 "--junit", str(tmp_path / "shard-1" / "junit.xml")]) == 0
+    assert (tmp_path / "shard-1" / INDEX).read_bytes() == (one / INDEX).read_bytes()
+    assert (tmp_path / "shard-1" / "junit.xml").read_bytes() == (one / "junit.xml").read_bytes()
+    # and again: merging is idempotent
+    assert main(["matrix", str(tmp_path / "shard-1"), str(tmp_path / "shard-2"), "--out", str(merged),
+                 "--junit", str(merged / "junit.xml")]) == 0
+    assert (merged / "junit.xml").read_bytes() == (one / "junit.xml").read_bytes()
+
+
+def test_a_merge_refuses_two_different_runs_under_one_name(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for root, seconds in (("a", 1.0), ("b", 2.0)):
+        save_outcome(tmp_path / root / NIGHTLY_LOGS, Outcome("x", Path("x.yaml"), 0, seconds, "ok\n"), tmp_path)
+    assert main(["matrix", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "differ" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_measured_wall_times_replace_the_estimates_only_when_every_variant_has_one(tmp_path: Path) -> None:
+    from harness.nightly import durations
+
+    chosen, _ = nightly_scenarios(REPO / "scenarios")
+    logs = tmp_path / NIGHTLY_LOGS
+    estimated, source = durations(chosen, logs)
+    assert source == "estimated from the scenarios"
+    for i, v in enumerate(chosen[1:]):
+        save_outcome(logs, Outcome(v.name, v.path, 0, 100.0 + i, ""), tmp_path)
+    assert durations(chosen, logs) == (estimated, "estimated from the scenarios")  # one has none
+    save_outcome(logs, Outcome(chosen[0].name, chosen[0].path, 2, 5.0, ""), tmp_path)
+    assert durations(chosen, logs)[0] == estimated  # a run that was not judged says nothing of its length
+    save_outcome(logs, Outcome(chosen[0].name, chosen[0].path, 1, 99.0, ""), tmp_path)
+    measured, source = durations(chosen, logs)
+    assert source.startswith("measured") and measured[chosen[0].name] == 99.0
+    assert len(list(logs.glob(f"*{OUTCOME_SUFFIX}"))) == len(chosen) == len(load_outcomes(logs))
