@@ -190,3 +190,73 @@ def test_measured_wall_times_replace_the_estimates_only_when_every_variant_has_o
     measured, source = durations(chosen, logs)
     assert source.startswith("measured") and measured[chosen[0].name] == 99.0
     assert len(list(logs.glob(f"*{OUTCOME_SUFFIX}"))) == len(chosen) == len(load_outcomes(logs))
+
+
+# --- a real sharded nightly --------------------------------------------------------------------------------
+
+TINY = {  # three short runs on one-broker clusters: two variants of a quiet one, and a producer crash
+    "tiny-quiet.yaml": """\
+nightly: [zookeeper, kraft]
+cluster: {brokers: 1, zookeepers: 1, controllers: 1}
+topic: {partitions: 2, replication_factor: 1}
+workload: {duration_s: 5, producers: {count: 1, rate: 200}, consumers: {count: 1}}
+schedule: {warmup_s: 1, settle_s: 1, final_read_timeout_s: 30}
+expect: {valid: true}
+""",
+    "tiny-producer-crash.yaml": """\
+nightly: true
+cluster: {brokers: 1, zookeepers: 1}
+topic: {partitions: 2, replication_factor: 1}
+workload: {duration_s: 5, producers: {count: 1, rate: 200}, consumers: {count: 1}}
+faults: [{kind: client-crash, target: producer, interval_s: 2, duration_s: 1}]
+schedule: {warmup_s: 1, settle_s: 1, final_read_timeout_s: 30}
+expect: {lost: 0}
+""",
+}
+
+
+def tiny_catalog(folder: Path) -> Path:
+    folder.mkdir()
+    for name, text in TINY.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_the_tiny_catalog_loads_and_splits_two_and_one(tmp_path: Path) -> None:
+    chosen, broken = nightly_scenarios(tiny_catalog(tmp_path / "scenarios"))
+    assert not broken and len(chosen) == 3
+    assert sorted(len(s) for s in partition({v.name: v.expected_s for v in chosen}, 2)) == [1, 2]
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(600)
+def test_a_real_nightly_in_two_shards_merges_into_the_unsharded_matrix_and_junit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    scenarios = tiny_catalog(tmp_path / "scenarios")
+    partitions = []
+    for k in (1, 2):
+        result = subprocess.run([sys.executable, "-m", "harness.cli", "nightly", "--scenarios", str(scenarios),
+                                 "--out", str(tmp_path / f"shard-{k}"), "--shard", f"{k}/2"],
+                                capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        assert f"shard {k}/2 took" in result.stdout
+        partitions.append([line for line in result.stdout.splitlines() if line.startswith("nightly: shard ")])
+    assert partitions[0] == partitions[1] and len(partitions[0]) == 2  # both computed the same split
+
+    merged = tmp_path / "merged"
+    assert main(["matrix", str(tmp_path / "shard-1"), str(tmp_path / "shard-2"), "--out", str(merged),
+                 "--junit", str(merged / "junit.xml")]) == 0
+    one = tmp_path / "one"  # the same run directories and records, copied into one folder by hand
+    for k in (1, 2):
+        shutil.copytree(tmp_path / f"shard-{k}", one, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(INDEX, "junit.xml", "cluster"))
+    assert main(["matrix", str(one), "--junit", str(one / "junit.xml")]) == 0
+    assert (merged / INDEX).read_bytes() == (one / INDEX).read_bytes()
+    assert (merged / "junit.xml").read_bytes() == (one / "junit.xml").read_bytes()
+    outcomes = load_outcomes(merged / NIGHTLY_LOGS)
+    assert sorted(o.name for o in outcomes) == ["tiny-producer-crash", "tiny-quiet@kraft", "tiny-quiet@zookeeper"]
+    assert all(o.code == 0 for o in outcomes)
+    links = [a["href"] for a in Dom((merged / INDEX).read_text()).having("a", "run")]
+    assert len(links) == 3 and all((merged / link).is_file() and link.endswith("report.html") for link in links)
