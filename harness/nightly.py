@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
+from harness.errors import EXIT_HARNESS, HarnessError
 from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, partition
 from rundir.layout import NIGHTLY_LOGS
-from verdicts.junit import (Outcome, append_step_summary, clear_outcomes, load_outcomes, nightly_exit_code,
-                            save_outcome, save_shard, step_summary, summary_line, write_junit)
+from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcomes, load_outcomes, load_timings,
+                            nightly_exit_code, save_outcome, save_shard, save_timings, step_summary, summary_line,
+                            write_junit)
 from verdicts.matrix import write_matrix
 
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)
@@ -102,14 +103,14 @@ def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
 def durations(chosen: list[Variant], log_dir: Path) -> tuple[dict[str, float], str]:
     """Each variant's expected seconds and where they come from.
 
-    The wall times an earlier nightly recorded in log_dir are used when it
-    judged every variant (exit 0 or 1); else every variant's estimate from
-    its scenario. All or nothing, so shards that each hold only their own
-    earlier records still agree (they all estimate).
+    The wall times in log_dir/timings.json (written by the last unsharded or
+    merged nightly, never by a shard) are used when they cover every variant;
+    else every variant's estimate from its scenario. All or nothing, and from
+    a file no shard changes: shards given the same folder agree.
     """
-    measured = {o.name: o.seconds for o in load_outcomes(log_dir) if o.code in (EXIT_VALID, EXIT_INVALID)}
+    measured = load_timings(log_dir)
     if chosen and all(v.name in measured for v in chosen):
-        return {v.name: measured[v.name] for v in chosen}, f"measured by the nightly recorded in {log_dir}"
+        return {v.name: measured[v.name] for v in chosen}, f"measured: {log_dir / TIMINGS}"
     return {v.name: v.expected_s for v in chosen}, "estimated from the scenarios"
 
 
@@ -153,7 +154,9 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     outcomes = load_outcomes(log_dir)
     write_junit(outcomes, junit)
     shards = []
-    if shard is not None:
+    if shard is None:
+        save_timings(log_dir, outcomes)
+    else:
         shards.append({"shard": str(shard), "runs": [v.name for v in mine], "expected_s": mine_s, "wall_s": wall_s,
                        "durations": source})
         save_shard(log_dir, str(shard), shards[-1])

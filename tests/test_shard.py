@@ -15,7 +15,7 @@ from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, parse_shard, partition
 from harness.errors import HarnessError
 from rundir.layout import INDEX, NIGHTLY_LOGS
-from verdicts.junit import OUTCOME_SUFFIX, Outcome, load_outcomes, save_outcome
+from verdicts.junit import TIMINGS, Outcome, load_outcomes, load_shards, save_outcome, save_timings
 from test_report import Dom, make_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def fake_runner(made: dict[str, Path], ran: list[str]):
         ran.append(variant.name)
         source = made[variant.name]
         target = out / source.parent.name / source.name
-        shutil.copytree(source, target)
+        shutil.copytree(source, target, dirs_exist_ok=True)  # a second night may find it
         code = 1 if variant.name.startswith("acksall") else 0
         text = (f"run directory: {target.relative_to(out)}\n"
                 f"verdict: {'valid; expectations NOT met: lost is 0' if code else 'ok'}\n")
@@ -174,22 +174,37 @@ def test_a_merge_refuses_two_different_runs_under_one_name(tmp_path: Path,
     assert not (tmp_path / "m").exists()
 
 
-def test_measured_wall_times_replace_the_estimates_only_when_every_variant_has_one(tmp_path: Path) -> None:
+def test_measured_wall_times_replace_the_estimates_only_when_they_cover_every_variant(tmp_path: Path) -> None:
     from harness.nightly import durations
 
     chosen, _ = nightly_scenarios(REPO / "scenarios")
     logs = tmp_path / NIGHTLY_LOGS
     estimated, source = durations(chosen, logs)
     assert source == "estimated from the scenarios"
-    for i, v in enumerate(chosen[1:]):
-        save_outcome(logs, Outcome(v.name, v.path, 0, 100.0 + i, ""), tmp_path)
+    outcomes = [Outcome(v.name, v.path, 0, 100.0 + i, "") for i, v in enumerate(chosen)]
+    save_timings(logs, outcomes[1:])
     assert durations(chosen, logs) == (estimated, "estimated from the scenarios")  # one has none
-    save_outcome(logs, Outcome(chosen[0].name, chosen[0].path, 2, 5.0, ""), tmp_path)
+    save_timings(logs, [Outcome(chosen[0].name, chosen[0].path, 2, 5.0, ""), *outcomes[1:]])
     assert durations(chosen, logs)[0] == estimated  # a run that was not judged says nothing of its length
-    save_outcome(logs, Outcome(chosen[0].name, chosen[0].path, 1, 99.0, ""), tmp_path)
+    save_timings(logs, outcomes)
     measured, source = durations(chosen, logs)
-    assert source.startswith("measured") and measured[chosen[0].name] == 99.0
-    assert len(list(logs.glob(f"*{OUTCOME_SUFFIX}"))) == len(chosen) == len(load_outcomes(logs))
+    assert source.startswith("measured") and measured == {o.name: o.seconds for o in outcomes}
+
+
+def test_shards_never_change_the_timings_they_balance_by(
+        made_runs: dict[str, Path], tmp_path: Path) -> None:
+    """Shards run one after the other into one folder read the same timings: only whole nightlies write them."""
+    (tmp_path / "scenarios").mkdir()
+    scenarios = catalog(tmp_path / "scenarios", broken=False)
+    out = tmp_path / "runs"
+    assert nightly(scenarios, out, out / "junit.xml", fake_runner(made_runs, [])) == 1
+    timings = (out / NIGHTLY_LOGS / TIMINGS).read_bytes()
+    ran: list[list[str]] = [[], []]
+    for k in (1, 2):
+        nightly(scenarios, out, out / "junit.xml", fake_runner(made_runs, ran[k - 1]), shard=Shard(k, 2))
+        assert (out / NIGHTLY_LOGS / TIMINGS).read_bytes() == timings
+        assert load_shards(out / NIGHTLY_LOGS)[0]["durations"].startswith("measured")
+    assert sorted(ran[0] + ran[1]) == sorted(made_runs)
 
 
 # --- a real sharded nightly --------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ def nightly_exit_code(outcomes: list[Outcome]) -> int:
 
 OUTCOME_SUFFIX = ".outcome.json"
 SHARD_SUFFIX = ".shard.json"
+TIMINGS = "timings.json"
 
 
 def save_outcome(log_dir: Path, outcome: Outcome, root: Path) -> Path:
@@ -127,6 +128,29 @@ def clear_outcomes(log_dir: Path) -> None:
     if log_dir.is_dir():
         for path in [*log_dir.glob(f"*{OUTCOME_SUFFIX}"), *log_dir.glob(f"*{SHARD_SUFFIX}")]:
             path.unlink()
+
+
+def save_timings(log_dir: Path, outcomes: list[Outcome]) -> Path:
+    """The wall time of each judged run (exit 0 or 1) of a whole nightly, unsharded or merged, as
+    timings.json: what later shards balance by. A shard never writes it, so shards run one after the
+    other into one folder all read the same one."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    judged = {o.name: o.seconds for o in outcomes if o.code in (EXIT_VALID, EXIT_INVALID)}
+    path = log_dir / TIMINGS
+    path.write_text(json.dumps(dict(sorted(judged.items())), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load_timings(log_dir: Path) -> dict[str, float]:
+    """timings.json of log_dir ({} when there is none; a bad one is a one-line HarnessError)."""
+    path = log_dir / TIMINGS
+    if not path.is_file():
+        return {}
+    try:
+        timings = json.loads(path.read_text(encoding="utf-8"))
+        return {str(name): float(seconds) for name, seconds in timings.items()}
+    except (ValueError, AttributeError, TypeError, UnicodeDecodeError) as e:
+        raise HarnessError(f"{path}: not a kchaos nightly timings file ({type(e).__name__}: {e})") from None
 
 
 def save_shard(log_dir: Path, shard: str, record: dict[str, Any]) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 from harness.errors import EXIT_VALID, HarnessError
 from rundir.layout import CLUSTER, NIGHTLY_LOGS, RESULTS, SCENARIO, RunDir
 from verdicts.junit import (OUTCOME_SUFFIX, SHARD_SUFFIX, append_step_summary, clear_outcomes, load_outcomes,
-                            load_shards, step_summary, write_junit)
+                            load_shards, outcome_records, save_timings, step_summary, write_junit)
 from verdicts.matrix import write_matrix
 
 
@@ -102,8 +102,11 @@ def merge_roots(roots: list[Path], out: Path) -> int:
 
 def matrix_cmd(roots: list[Path], out: Path, junit: Path | None) -> int:
     """``kchaos matrix``: merge the roots into out (nothing to do for one root), write index.html and JUnit."""
-    if len(roots) > 1 or out.resolve() != roots[0].resolve():
+    merging = len(roots) > 1 or out.resolve() != roots[0].resolve()
+    if merging:
         print(f"merged {merge_roots(roots, out)} run(s) and record(s) into {out}")
+        if outcome_records(out / NIGHTLY_LOGS):  # the whole nightly's: what later shards balance by
+            save_timings(out / NIGHTLY_LOGS, load_outcomes(out / NIGHTLY_LOGS))
     print(f"matrix: {write_matrix(out)}")
     if junit is not None:
         outcomes = load_outcomes(out / NIGHTLY_LOGS)
