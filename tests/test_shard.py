@@ -15,7 +15,7 @@ from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, parse_shard, partition
 from harness.errors import HarnessError
 from rundir.layout import INDEX, NIGHTLY_LOGS
-from verdicts.junit import TIMINGS, Outcome, load_outcomes, load_shards, save_outcome, save_timings
+from verdicts.junit import TIMINGS, Outcome, load_outcomes, load_shards, save_outcome, save_shard, save_timings
 from test_report import Dom, make_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -172,6 +172,18 @@ def test_a_merge_refuses_two_different_runs_under_one_name(tmp_path: Path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "differ" in err
     assert not (tmp_path / "m").exists()
+
+
+def test_a_merge_says_which_shards_are_missing_and_refuses_shards_of_two_splits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = {"runs": [], "expected_s": 1.0, "wall_s": 1.0, "durations": "estimated from the scenarios"}
+    for root, shard in (("a", "1/3"), ("b", "3/3"), ("c", "2/4")):
+        save_shard(tmp_path / root / NIGHTLY_LOGS, shard, record)
+    assert main(["matrix", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 0
+    assert "shard(s) 2 of 3 missing" in capsys.readouterr().err
+    assert main(["matrix", str(tmp_path / "a"), str(tmp_path / "c"), "--out", str(tmp_path / "n")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "split 3 and 4 ways" in err
 
 
 def test_measured_wall_times_replace_the_estimates_only_when_they_cover_every_variant(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from harness.errors import EXIT_VALID, HarnessError
@@ -84,6 +85,11 @@ def merge_roots(roots: list[Path], out: Path) -> int:
                 raise HarnessError(f"{src} and {earlier} differ: two runs or records under one name "
                                    "(roots of different nightlies?)")
             plan.setdefault(dst, src)
+    counts = {name.removesuffix(SHARD_SUFFIX).rpartition("-of-")[2] for name in (d.name for d in plan)
+              if name.endswith(SHARD_SUFFIX)}
+    if len(counts) > 1:
+        raise HarnessError(f"the roots hold shards of nightlies split {' and '.join(sorted(counts))} ways: "
+                           "merge the shards of one nightly")
     if all(out.resolve() != root.resolve() for root in roots):
         clear_outcomes(out / NIGHTLY_LOGS)
     copies = {dst: src for dst, src in plan.items() if not (dst.exists() and _same(src, dst))}
@@ -100,11 +106,24 @@ def merge_roots(roots: list[Path], out: Path) -> int:
     return len(copies)
 
 
+def missing_shards(shards: list[dict]) -> list[int]:
+    """The shards of the nightly no root held (a machine that died before it kept its runs); said on stderr."""
+    if not shards:
+        return []
+    count = int(str(shards[0]["shard"]).split("/")[1])
+    missing = sorted(set(range(1, count + 1)) - {int(str(s["shard"]).split("/")[0]) for s in shards})
+    if missing:
+        print(f"kchaos: warning: shard(s) {', '.join(map(str, missing))} of {count} missing: their runs are not in "
+              "the matrix nor in the JUnit file", file=sys.stderr)
+    return missing
+
+
 def matrix_cmd(roots: list[Path], out: Path, junit: Path | None) -> int:
     """``kchaos matrix``: merge the roots into out (nothing to do for one root), write index.html and JUnit."""
     merging = len(roots) > 1 or out.resolve() != roots[0].resolve()
     if merging:
         print(f"merged {merge_roots(roots, out)} run(s) and record(s) into {out}")
+        missing_shards(load_shards(out / NIGHTLY_LOGS))
         if outcome_records(out / NIGHTLY_LOGS):  # the whole nightly's: what later shards balance by
             save_timings(out / NIGHTLY_LOGS, load_outcomes(out / NIGHTLY_LOGS))
     print(f"matrix: {write_matrix(out)}")
