@@ -2,6 +2,7 @@
 
     runs/<scenario>/<UTC timestamp>/
       scenario.yaml  history/{sends,reads,events}.jsonl  results.json  report.html  logs/  cluster/
+    runs/index.html  runs/junit.xml  runs/nightly-logs/   (the matrix and the nightly's, over all runs)
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ LOGS = "logs"
 CLUSTER = "cluster"  # the nodes' data and config while the cluster runs
 SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
 TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads only)
+STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # a run directory's name: when it started, UTC
 INDEX = "index.html"  # the matrix, at the root of a tree of runs
+JUNIT = "junit.xml"  # the nightly's JUnit file, at the root of a tree of runs (unless --junit says elsewhere)
+NIGHTLY_LOGS = "nightly-logs"  # the nightly's log and outcome record of each run, at the root of a tree of runs
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class RunDir:
     @classmethod
     def create(cls, root: Path, scenario_name: str) -> "RunDir":
         """A new, empty run directory (with history/) under ``root``, stamped with the UTC time."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        stamp = datetime.now(timezone.utc).strftime(STAMP_FORMAT)
         run = cls(Path(root) / scenario_name / stamp)
         run.history.mkdir(parents=True)
         return run
