@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,22 @@ def read_scenario(run: RunDir) -> dict[str, Any] | None:
     return scenario
 
 
+def wall_start(scenario: dict[str, Any] | None) -> datetime | None:
+    """The wall-clock instant the run's time line counts from (scenario.yaml's ``started_at``, UTC when it names no
+    zone), or None when the scenario has none or not an ISO 8601 time."""
+    started = (scenario or {}).get("started_at")
+    if isinstance(started, datetime):  # YAML reads an unquoted timestamp as a datetime
+        moment = started
+    elif isinstance(started, str):
+        try:
+            moment = datetime.fromisoformat(started)
+        except ValueError:
+            return None
+    else:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
     """The resolved scenario, every default filled in, as the run starts."""
     run.scenario.write_text(yaml.safe_dump(resolved, sort_keys=False))
@@ -55,15 +72,18 @@ def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
 
 
 def write_results(run: RunDir, results: dict[str, Any]) -> Path:
-    """Write RUN/results.json atomically, so a reader never sees half a verdict; readable by all (0644) like the
-    rest of the run directory (mkstemp makes it 0600)."""
-    target = run.results
-    fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run.path)
+    """Write RUN/results.json atomically, so a reader never sees half a verdict."""
+    return write_atomically(run.results, json.dumps(results, indent=2) + "\n")
+
+
+def write_atomically(target: Path, text: str) -> Path:
+    """Replace ``target`` with ``text`` (UTF-8) in one step, for files rebuilt whole: a reader sees the old file or
+    the new one, never half of it; readable by all (0644) like the rest of the run directory (mkstemp makes 0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f"{target.suffix}.tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
