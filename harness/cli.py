@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
+from forensics.command import forensics_cmd
 from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
 from harness.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
     report.add_argument("run_dir", type=Path, help="a checked run directory, runs/<scenario>/<timestamp>")
 
+    forensics = sub.add_parser("forensics", help="parse RUN/logs/ into RUN/history/broker-events.jsonl "
+                               "(elections, ISR changes, truncations, recovery), on the run's time line")
+    forensics.add_argument("run_dir", type=Path, help="a run directory with logs/, runs/<scenario>/<timestamp>")
+
     matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run")
     matrix.add_argument("runs_root", type=Path, help="the folder of run directories, e.g. runs")
 
@@ -111,6 +116,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
     if args.command == "report":
         return report_cmd(directory(args.run_dir, "a run directory"))
+    if args.command == "forensics":
+        return forensics_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "matrix":
         path = write_matrix(directory(args.runs_root, "a folder of run directories"))
         print(f"matrix: {path}")
