@@ -122,14 +122,15 @@ def zk_election(m: re.Match[str]) -> Fields:
 _CHANGE = re.compile(r"(\w+): (\[[^\]]*\]|[^,\s]+) -> (\[[^\]]*\]|[^,\s]+)")
 
 
-@template("UNCLEAN partition change for ", r"^\[QuorumController id=(?P<cid>\d+)\] UNCLEAN partition change for "
+@template("UNCLEAN partition change for ", r"^\[QuorumController id=\d+\] UNCLEAN partition change for "
           + _TP + r" with topic ID \S+: (?P<diff>.*)$")
 def kraft_unclean_election(m: re.Match[str]) -> Fields:
     """KRaft: [QuorumController id=101] UNCLEAN partition change for chaos-1 with topic ID ..: isr: [2] -> [3],
     leader: 2 -> 3, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 0 -> 1, partitionEpoch: 2 -> 3.
-    Only what changed is listed; clean elections are logged at DEBUG only (the brokers' become_leader has them)."""
+    Only what changed is listed. Every controller logs the record as it replays it (the active one first); clean
+    elections are logged at DEBUG only (the brokers' become_leader lines have them)."""
     change = {name: (old, new) for name, old, new in _CHANGE.findall(m["diff"])}
-    fields: Fields = {"kind": "election", **_partition(m), "unclean": True, "controller": int(m["cid"])}
+    fields: Fields = {"kind": "election", **_partition(m), "unclean": True}
     for name, old_key, new_key, convert in (("leader", "previous_leader", "leader", broker),
                                             ("leaderEpoch", "previous_leader_epoch", "leader_epoch", int),
                                             ("partitionEpoch", None, "partition_epoch", int),
@@ -190,18 +191,18 @@ def isr_committed(m: re.Match[str]) -> Fields:
 
 @template("Truncating partition ", r"^\[ReplicaFetcher replicaId=\d+, leaderId=(?P<leader>\d+), fetcherId=\d+\] "
           r"Truncating partition " + _TP + r" with TruncationState\(offset=(?P<offset>-?\d+), completed=\w+\) due to "
-          r"(?:local high watermark (?P<hw>-?\d+)|leader epoch and offset EpochEndOffset\((?P<eeo>[^)]*)\))")
+          r"(?:local high watermark (?P<hw>-?\d+)|leader epoch and offset EpochEndOffset\(errorCode=-?\d+, partition=\d+, "
+          r"leaderEpoch=(?P<epoch>-?\d+), endOffset=(?P<end>-?\d+)\))")
 def truncation_reason(m: re.Match[str]) -> Fields:
     """[ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Truncating partition chaos-5 with
     TruncationState(offset=0, completed=true) due to local high watermark 0 | due to leader epoch and offset
-    EpochEndOffset(errorCode=0, partition=5, leaderEpoch=2, endOffset=14012). The log's own line says whether
-    anything went."""
+    EpochEndOffset(errorCode=0, partition=5, leaderEpoch=0, endOffset=6851): the leader's end offset of the
+    follower's last epoch (``epoch``, ``epoch_end_offset``). The log's own line says whether anything went."""
     fields: Fields = {"kind": "_truncation_reason", **_partition(m), "leader": int(m["leader"])}
-    if m["eeo"] is None:
+    if m["epoch"] is None:
         fields["reason"] = "high_watermark"
     else:
-        epoch, end = re.search(r"leaderEpoch=(-?\d+), endOffset=(-?\d+)", m["eeo"]).groups()  # type: ignore[union-attr]
-        fields.update(reason="leader_epoch", leader_epoch=int(epoch), leader_end_offset=int(end))
+        fields.update(reason="leader_epoch", epoch=int(m["epoch"]), epoch_end_offset=int(m["end"]))
     return fields
 
 
@@ -227,8 +228,9 @@ def corruption_truncation(m: re.Match[str]) -> Fields:
 @template("Truncated to offset ", r"^\[RaftManager id=\d+\] Truncated to offset (?P<offset>-?\d+) from Fetch response "
           r"from leader (?P<leader>\d+)")
 def metadata_truncation(m: re.Match[str]) -> Fields:
-    """KRaft: [RaftManager id=1] Truncated to offset 254 from Fetch response from leader 101 (the metadata log)."""
-    return {"kind": "truncate", "topic": "__cluster_metadata", "partition": 0, "to_offset": int(m["offset"]),
+    """KRaft: [RaftManager id=1] Truncated to offset 254 from Fetch response from leader 101: the reason for the
+    metadata log's "Truncating to offset 254" just before it."""
+    return {"kind": "_raft_truncation", "topic": "__cluster_metadata", "partition": 0, "to_offset": int(m["offset"]),
             "reason": "raft_fetch", "leader": int(m["leader"])}
 
 
@@ -282,10 +284,11 @@ def producer_snapshot(m: re.Match[str]) -> Fields:
 
 # --- nodes and controllers ----------------------------------------------------------------------------------------
 
-@template("Log4jController", r"^Registered `?kafka:type=kafka\.Log4jController`? MBean")
+@template("Registered signal handlers for ", r"^Registered signal handlers for ")
 def process_start(m: re.Match[str]) -> Fields:
-    """Registered kafka:type=kafka.Log4jController MBean (4.3.1 quotes the name in backticks): the first line of
-    every JVM start, so a restart after a kill or a power cut shows here."""
+    """Registered signal handlers for TERM, INT, HUP: kafka.Kafka's main logs it once per start of the server, so a
+    restart after a kill or a power cut shows here (not the Log4jController line: in KRaft mode the storage
+    formatter run before each start logs that one too)."""
     return {"kind": "process_start"}
 
 
