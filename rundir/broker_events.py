@@ -16,7 +16,7 @@ from typing import Any
 
 from rundir.documents import write_atomically
 from rundir.layout import BROKER_EVENTS, RunDir
-from rundir.lines import field_of, read_jsonl
+from rundir.lines import field_of, read_history_file
 
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -39,8 +39,5 @@ def parse_broker_event(obj: dict[str, Any], line: int) -> dict[str, Any]:
 
 def read_broker_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every line of history/broker-events.jsonl; a missing file is noted (no events: not parsed yet)."""
-    path, label = history_dir / BROKER_EVENTS, f"{history_dir.name}/{BROKER_EVENTS}"
-    if not path.is_file():
-        notes.append(f"{label} is missing: `kchaos forensics RUN` parses the node logs into it")
-        return []
-    return read_jsonl(path, label, parse_broker_event, notes)
+    return read_history_file(history_dir, BROKER_EVENTS, parse_broker_event, notes,
+                             "`kchaos forensics RUN` parses the node logs into it")

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rundir.layout import EVENTS, RESULTS, SCENARIO, RunDir
-from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_jsonl
+from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_history_file
 
 # results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
 SCHEMA_VERSION = 2
@@ -111,11 +111,7 @@ def read_results(run: RunDir) -> dict[str, Any]:
 
 def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every line of history/events.jsonl (a missing file is noted: no events)."""
-    path, label = history_dir / EVENTS, f"{history_dir.name}/{EVENTS}"
-    if not path.is_file():
-        notes.append(f"{label} is missing: no events recorded")
-        return []
-    return read_jsonl(path, label, parse_event, notes)
+    return read_history_file(history_dir, EVENTS, parse_event, notes, "no events recorded")
 
 
 def final_read_completeness(events: list[dict[str, Any]], committed: bool = False) -> dict[Part, bool]:
