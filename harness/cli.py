@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
+from forensics.command import forensics_cmd
 from harness.errors import EXIT_HARNESS, HarnessError, Terminated, install_termination_handlers
 from harness.shard import Shard, parse_shard
 from harness.versions import kchaos_version
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
     report.add_argument("run_dir", type=Path, help="a checked run directory, runs/<scenario>/<timestamp>")
+
+    forensics = sub.add_parser("forensics", help="parse RUN/logs/ into RUN/history/broker-events.jsonl "
+                               "(elections, ISR changes, truncations, recovery), on the run's time line")
+    forensics.add_argument("run_dir", type=Path, help="a run directory with logs/, runs/<scenario>/<timestamp>")
 
     matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run; "
                             "several roots (a sharded nightly's folders) are merged into one first")
@@ -131,6 +136,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
     if args.command == "report":
         return report_cmd(directory(args.run_dir, "a run directory"))
+    if args.command == "forensics":
+        return forensics_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "matrix":
         roots = [directory(root, "a folder of run directories") for root in args.runs_root]
         return matrix_cmd(roots, writable_root(args.out) if args.out else roots[0], args.junit)
