@@ -2,7 +2,7 @@
 PY     := .venv/bin/python
 KCHAOS := .venv/bin/kchaos
 
-.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean
+.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows
 
 setup:
 	@bash scripts/setup.sh
@@ -19,9 +19,20 @@ chaos-acks1: setup
 chaos-acksall: setup
 	$(KCHAOS) run scenarios/acksall-leader-kill.yaml
 
-# every scenario with `nightly: true`, then runs/index.html (the matrix) and runs/junit.xml
+# every scenario with `nightly: true`, then runs/index.html (the matrix) and runs/junit.xml;
+# SHARD=K/N runs only shard K of N (`kchaos matrix ROOT... --out DIR --junit FILE` merges the shards)
 chaos-nightly: setup
-	$(KCHAOS) nightly --out runs --junit runs/junit.xml
+	$(KCHAOS) nightly --out runs --junit runs/junit.xml $(if $(SHARD),--shard $(SHARD))
+
+# refresh constraints.txt (the Python versions setup installs) from pyproject.toml, in a throw-away venv
+lock:
+	@bash scripts/lock.sh
+
+# actionlint on .github/workflows (installs the `lint` extra into .venv the first time)
+lint-workflows:
+	@command -v actionlint >/dev/null || [ -x .venv/bin/actionlint ] || { [ -x .venv/bin/pip ] || python3 -m venv .venv; \
+	  .venv/bin/pip install -q -c constraints.txt -e '.[lint]'; }
+	@bash scripts/lint-workflows.sh
 
 cluster-down:
 	$(KCHAOS) cluster down

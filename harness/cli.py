@@ -10,10 +10,13 @@ from typing import NoReturn
 
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
-from harness.errors import EXIT_HARNESS, EXIT_VALID, HarnessError, Terminated, install_termination_handlers
+from forensics.command import forensics_cmd
+from harness.errors import EXIT_HARNESS, HarnessError, Terminated, install_termination_handlers
+from harness.shard import Shard, parse_shard
 from harness.versions import kchaos_version
+from rundir.layout import JUNIT
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
-from verdicts.matrix import write_matrix
+from verdicts.merge import matrix_cmd
 from verdicts.report import report_cmd
 from verdicts.verdict import judge
 
@@ -63,14 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
     report.add_argument("run_dir", type=Path, help="a checked run directory, runs/<scenario>/<timestamp>")
 
-    matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run")
-    matrix.add_argument("runs_root", type=Path, help="the folder of run directories, e.g. runs")
+    forensics = sub.add_parser("forensics", help="parse RUN/logs/ into RUN/history/broker-events.jsonl "
+                               "(elections, ISR changes, truncations, recovery), on the run's time line")
+    forensics.add_argument("run_dir", type=Path, help="a run directory with logs/, runs/<scenario>/<timestamp>")
+
+    matrix = sub.add_parser("matrix", help="write RUNS_ROOT/index.html, the reliability matrix of every run; "
+                            "several roots (a sharded nightly's folders) are merged into one first")
+    matrix.add_argument("runs_root", type=Path, nargs="+", metavar="RUNS_ROOT",
+                        help="a folder of run directories, e.g. runs; with several, every run directory and nightly "
+                             "record is copied (hard-linked where possible) into the output root")
+    matrix.add_argument("--out", type=Path, help="the output root (default: the first RUNS_ROOT)")
+    matrix.add_argument("--junit", type=Path, metavar="FILE",
+                        help="also write the nightly's JUnit file from the merged outcome records "
+                             "(and the GitHub step summary when GITHUB_STEP_SUMMARY is set)")
 
     nightly = sub.add_parser("nightly", help="run every scenario marked nightly, build the matrix, write JUnit XML")
     nightly.add_argument("--scenarios", type=Path, default=Path("scenarios"),
                          help="folder of scenario files (default scenarios/)")
     nightly.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
     nightly.add_argument("--junit", type=Path, help="JUnit XML file (default OUT/junit.xml)")
+    nightly.add_argument("--shard", type=shard_arg, metavar="K/N",
+                         help="run only shard K of N (1 <= K <= N), balanced by expected duration; every shard "
+                              "computes the same partition, `kchaos matrix` merges their folders")
 
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -88,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = csub.add_parser(name, help=text)
         p.add_argument("--id", dest="cluster_id", help="which cluster (default: the newest / all for down)")
     return parser
+
+
+def shard_arg(text: str) -> Shard:
+    """--shard K/N, refused in one line like any other usage error."""
+    try:
+        return parse_shard(text)
+    except HarnessError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--shard ")) from None
 
 
 def directory(path: Path, what: str) -> Path:
@@ -111,10 +136,11 @@ def dispatch(args: argparse.Namespace) -> int:
         return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
     if args.command == "report":
         return report_cmd(directory(args.run_dir, "a run directory"))
+    if args.command == "forensics":
+        return forensics_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "matrix":
-        path = write_matrix(directory(args.runs_root, "a folder of run directories"))
-        print(f"matrix: {path}")
-        return EXIT_VALID
+        roots = [directory(root, "a folder of run directories") for root in args.runs_root]
+        return matrix_cmd(roots, writable_root(args.out) if args.out else roots[0], args.junit)
     # The commands that start clusters load Docker, librdkafka and Testcontainers, and only they: the offline
     # ones above run on a machine that has a run directory and none of those.
     from harness import commands
@@ -125,7 +151,7 @@ def dispatch(args: argparse.Namespace) -> int:
                             args.spark_master)
     if args.command == "nightly":
         return nightly(directory(args.scenarios, "a folder of scenario files"), writable_root(args.out),
-                       args.junit or args.out / "junit.xml")
+                       args.junit or args.out / JUNIT, shard=args.shard)
     if args.command == "cluster":
         return commands.cluster(args.action, args)
     raise AssertionError(args.command)

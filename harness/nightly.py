@@ -1,11 +1,14 @@
 """The nightly job: run every scenario marked ``nightly: true``, build the matrix, write JUnit XML.
 
-``kchaos nightly [--scenarios scenarios] [--out runs] [--junit runs/junit.xml]``
+``kchaos nightly [--scenarios scenarios] [--out runs] [--junit runs/junit.xml] [--shard K/N]``
 runs each nightly scenario in its own ``kchaos run`` process (so one that
 dies cannot take the others with it), keeps each one's output in
-OUT/nightly-logs/<scenario>.log, writes the reliability matrix OUT/index.html
-and one JUnit test case per scenario. Exit code: 0 every expectation met,
-1 some expectation not met, 2 some scenario could not be run or judged.
+OUT/nightly-logs/<scenario>.log with its outcome record beside it, writes the
+reliability matrix OUT/index.html and one JUnit test case per scenario.
+``--shard K/N`` runs only shard K of a partition every shard computes alike
+(harness/shard.py); ``kchaos matrix SHARD... --junit FILE`` merges the shards'
+folders. Exit code: 0 every expectation met, 1 some expectation not met, 2 some
+scenario could not be run or judged.
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from harness.errors import EXIT_HARNESS, HarnessError
-from verdicts.junit import Outcome, junit_xml, nightly_exit_code, summary_line
-from verdicts.matrix import write_matrix
 from harness.scenario import load_scenario
+from harness.shard import Shard, expected_seconds, partition
+from rundir.layout import NIGHTLY_LOGS
+from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcomes, load_outcomes, load_timings,
+                            nightly_exit_code, save_outcome, save_shard, save_timings, step_summary, summary_line,
+                            write_junit)
+from verdicts.matrix import write_matrix
 
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)
 
@@ -33,6 +40,7 @@ class Variant:
     name: str
     path: Path
     overrides: tuple[str, ...] = ()
+    expected_s: float = field(default=0.0, compare=False)  # harness/shard.py's estimate, from the scenario
 
 
 def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
@@ -41,7 +49,8 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
     ``nightly: true`` runs a file as written; ``nightly: [zookeeper, kraft]``
     runs it once per metadata mode, named ``<scenario>@<mode>``.
     """
-    chosen, broken = [], []
+    chosen: list[Variant] = []
+    broken: list[Outcome] = []
     for path in sorted(folder.glob("*.y*ml")):
         try:
             scenario = load_scenario(path, [], None)
@@ -49,10 +58,23 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
             broken.append(Outcome(path.stem, path, EXIT_HARNESS, 0.0, f"kchaos: {e}"))
             continue
         if scenario.nightly is True:
-            chosen.append(Variant(scenario.name, path))
+            chosen.append(Variant(scenario.name, path, (), expected_seconds(scenario)))
         elif scenario.nightly:
-            chosen.extend(Variant(f"{scenario.name}@{mode}", path, (f"cluster.metadata={mode}",))
-                          for mode in scenario.nightly)
+            for mode in scenario.nightly:
+                setting = f"cluster.metadata={mode}"
+                try:  # a mode the file cannot run in fails when it runs; until then it costs what the file does
+                    expected = expected_seconds(load_scenario(path, [setting], None))
+                except HarnessError:
+                    expected = expected_seconds(scenario)
+                chosen.append(Variant(f"{scenario.name}@{mode}", path, (setting,), expected))
+    for i, outcome in enumerate(broken):
+        outcome.order = i
+    seen: dict[str, Path] = {}
+    for v in chosen:
+        if v.name in seen and seen[v.name] != v.path:
+            raise HarnessError(f"{seen[v.name]} and {v.path} both name scenario {v.name.split('@')[0]!r}: "
+                               "nightly runs need names of their own (logs, records and shards go by name)")
+        seen[v.name] = v.path
     return chosen, broken
 
 
@@ -78,21 +100,68 @@ def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
     return Outcome(name, path, code, time.monotonic() - started, output, found[-1].strip() if found else None)
 
 
+def durations(chosen: list[Variant], log_dir: Path) -> tuple[dict[str, float], str]:
+    """Each variant's expected seconds and where they come from.
+
+    The wall times in log_dir/timings.json (written by the last unsharded or
+    merged nightly, never by a shard) are used when they cover every variant;
+    else every variant's estimate from its scenario. All or nothing, and from
+    a file no shard changes: shards given the same folder agree.
+    """
+    measured = load_timings(log_dir)
+    if chosen and all(v.name in measured for v in chosen):
+        return {v.name: measured[v.name] for v in chosen}, f"measured: {log_dir / TIMINGS}"
+    return {v.name: v.expected_s for v in chosen}, "estimated from the scenarios"
+
+
+def choose(chosen: list[Variant], expected: dict[str, float], shard: Shard | None) -> list[Variant]:
+    """The variants this nightly runs (all, or its shard's), in the nightly's order; prints the partition."""
+    if shard is None:
+        print(f"nightly: {len(chosen)} run(s): {', '.join(v.name for v in chosen)}")
+        return chosen
+    parts = partition(expected, shard.count)
+    for i, names in enumerate(parts, 1):  # every shard prints the whole partition: a mismatch shows
+        print(f"nightly: shard {i}/{shard.count}: expected {sum(expected[n] for n in names) / 60:.1f} min: "
+              f"{', '.join(sorted(names)) or 'no run'}")
+    mine = set(parts[shard.index - 1])
+    return [v for v in chosen if v.name in mine]
+
+
 def nightly(scenarios: Path, out: Path, junit: Path,
-            runner: Callable[[Variant, Path, Path], Outcome] = run_one) -> int:
-    chosen, outcomes = nightly_scenarios(scenarios)
-    if not chosen and not outcomes:
+            runner: Callable[[Variant, Path, Path], Outcome] = run_one, shard: Shard | None = None) -> int:
+    chosen, broken = nightly_scenarios(scenarios)
+    if not chosen and not broken:
         raise HarnessError(f"{scenarios}: no scenario has `nightly: true`")
-    print(f"nightly: {len(chosen)} run(s): {', '.join(v.name for v in chosen)}")
+    log_dir = out / NIGHTLY_LOGS
+    expected, source = durations(chosen, log_dir)
+    order = {v.name: len(broken) + i for i, v in enumerate(chosen)}
+    mine = choose(chosen, expected, shard)
+    what = "nightly" if shard is None else f"shard {shard}"
+    mine_s = sum(expected[v.name] for v in mine)
+    print(f"{what}: {len(mine)} run(s), expected {mine_s / 60:.1f} min ({source})")
     out.mkdir(parents=True, exist_ok=True)
+    clear_outcomes(log_dir)
+    for outcome in broken:  # every shard reports a broken file: each one's JUnit and exit code show it
+        save_outcome(log_dir, outcome, out)
     started = time.monotonic()
-    for variant in chosen:
+    for variant in mine:
         print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
-        outcomes.append(runner(variant, out, out / "nightly-logs"))
+        outcome = runner(variant, out, log_dir)
+        outcome.order = order[variant.name]
+        save_outcome(log_dir, outcome, out)
+    wall_s = time.monotonic() - started
     matrix = write_matrix(out)
-    junit.parent.mkdir(parents=True, exist_ok=True)
-    junit_xml(outcomes).write(junit, encoding="utf-8", xml_declaration=True)
+    outcomes = load_outcomes(log_dir)
+    write_junit(outcomes, junit)
+    shards = []
+    if shard is None:
+        save_timings(log_dir, outcomes)
+    else:
+        shards.append({"shard": str(shard), "runs": [v.name for v in mine], "expected_s": mine_s, "wall_s": wall_s,
+                       "durations": source})
+        save_shard(log_dir, str(shard), shards[-1])
     for o in outcomes:
         print(summary_line(o))
-    print(f"matrix: {matrix}\njunit: {junit}\nnightly took {(time.monotonic() - started) / 60:.1f} min")
+    print(f"matrix: {matrix}\njunit: {junit}\n{what} took {wall_s / 60:.1f} min (expected {mine_s / 60:.1f} min)")
+    append_step_summary(step_summary(outcomes, shards))
     return nightly_exit_code(outcomes)

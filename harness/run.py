@@ -26,6 +26,7 @@ from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
+from forensics.command import write_run_broker_events
 from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.scenario import Scenario
@@ -76,7 +77,18 @@ def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
             progress.phase("tearing down")
             history.close()
             cluster.teardown(logs_to=run.logs)
+            progress.phase("parsing the node logs")
+            parse_node_logs(run)
     return RunOutcome(run.path, error)
+
+
+def parse_node_logs(run: RunDir) -> None:
+    """history/broker-events.jsonl from the logs just copied out. Not having it is a warning, never the run's
+    failure: the history the verdict needs is complete without it, and `kchaos forensics RUN` can try again."""
+    try:
+        write_run_broker_events(run)
+    except (OSError, ValueError) as e:  # HistoryError is a ValueError
+        log.warning("broker events not written (%s); `kchaos forensics %s` tries again", e, run.path)
 
 
 class Trial:

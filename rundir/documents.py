@@ -11,13 +11,14 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rundir.layout import EVENTS, RESULTS, SCENARIO, RunDir
-from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_jsonl
+from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_history_file
 
 # results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
 SCHEMA_VERSION = 2
@@ -46,6 +47,22 @@ def read_scenario(run: RunDir) -> dict[str, Any] | None:
     return scenario
 
 
+def wall_start(scenario: dict[str, Any] | None) -> datetime | None:
+    """The wall-clock instant the run's time line counts from (scenario.yaml's ``started_at``, UTC when it names no
+    zone), or None when the scenario has none or not an ISO 8601 time."""
+    started = (scenario or {}).get("started_at")
+    if isinstance(started, datetime):  # YAML reads an unquoted timestamp as a datetime
+        moment = started
+    elif isinstance(started, str):
+        try:
+            moment = datetime.fromisoformat(started)
+        except ValueError:
+            return None
+    else:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
     """The resolved scenario, every default filled in, as the run starts."""
     run.scenario.write_text(yaml.safe_dump(resolved, sort_keys=False))
@@ -55,15 +72,18 @@ def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
 
 
 def write_results(run: RunDir, results: dict[str, Any]) -> Path:
-    """Write RUN/results.json atomically, so a reader never sees half a verdict; readable by all (0644) like the
-    rest of the run directory (mkstemp makes it 0600)."""
-    target = run.results
-    fd, tmp = tempfile.mkstemp(prefix=".results.", suffix=".json.tmp", dir=run.path)
+    """Write RUN/results.json atomically, so a reader never sees half a verdict."""
+    return write_atomically(run.results, json.dumps(results, indent=2) + "\n")
+
+
+def write_atomically(target: Path, text: str) -> Path:
+    """Replace ``target`` with ``text`` (UTF-8) in one step, for files rebuilt whole: a reader sees the old file or
+    the new one, never half of it; readable by all (0644) like the rest of the run directory (mkstemp makes 0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f"{target.suffix}.tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -91,11 +111,7 @@ def read_results(run: RunDir) -> dict[str, Any]:
 
 def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every line of history/events.jsonl (a missing file is noted: no events)."""
-    path, label = history_dir / EVENTS, f"{history_dir.name}/{EVENTS}"
-    if not path.is_file():
-        notes.append(f"{label} is missing: no events recorded")
-        return []
-    return read_jsonl(path, label, parse_event, notes)
+    return read_history_file(history_dir, EVENTS, parse_event, notes, "no events recorded")
 
 
 def final_read_completeness(events: list[dict[str, Any]], committed: bool = False) -> dict[Part, bool]:

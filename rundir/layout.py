@@ -1,7 +1,8 @@
 """Where everything of a run lives, and whether what a stage needs is there.
 
     runs/<scenario>/<UTC timestamp>/
-      scenario.yaml  history/{sends,reads,events}.jsonl  results.json  report.html  logs/  cluster/
+      scenario.yaml  history/{sends,reads,events,broker-events}.jsonl  results.json  report.html  logs/  cluster/
+    runs/index.html  runs/junit.xml  runs/nightly-logs/   (the matrix and the nightly's, over all runs)
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ LOGS = "logs"
 CLUSTER = "cluster"  # the nodes' data and config while the cluster runs
 SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
 TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads only)
+STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # a run directory's name: when it started, UTC
+BROKER_EVENTS = "broker-events.jsonl"  # elections, ISR changes, truncations parsed from logs/ (kchaos forensics)
+NODE_LOG_SUFFIX = ".log"  # logs/<node>.log: one file per node, named after the node (broker1, zk1, controller1)
 INDEX = "index.html"  # the matrix, at the root of a tree of runs
+JUNIT = "junit.xml"  # the nightly's JUnit file, at the root of a tree of runs (unless --junit says elsewhere)
+NIGHTLY_LOGS = "nightly-logs"  # the nightly's log and outcome record of each run, at the root of a tree of runs
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class RunDir:
     @classmethod
     def create(cls, root: Path, scenario_name: str) -> "RunDir":
         """A new, empty run directory (with history/) under ``root``, stamped with the UTC time."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        stamp = datetime.now(timezone.utc).strftime(STAMP_FORMAT)
         run = cls(Path(root) / scenario_name / stamp)
         run.history.mkdir(parents=True)
         return run
@@ -81,6 +87,17 @@ class RunDir:
     @property
     def txns(self) -> Path:
         return self.history / TXNS
+
+    @property
+    def broker_events(self) -> Path:
+        return self.history / BROKER_EVENTS
+
+    def node_logs(self) -> dict[str, Path]:
+        """Each node's copied-out log by node name (``logs/broker1.log`` -> ``broker1``), sorted; {} without logs/."""
+        if not self.logs.is_dir():
+            return {}
+        return {p.name[:-len(NODE_LOG_SUFFIX)]: p for p in sorted(self.logs.iterdir())
+                if p.name.endswith(NODE_LOG_SUFFIX) and p.is_file()}
 
     def require(self) -> None:
         """A run directory at all: one with a history/ folder (HistoryError, one line)."""

@@ -29,6 +29,17 @@ def read_jsonl(path: Path, label: str, parse: Callable[[dict[str, Any], int], T]
     return records
 
 
+def read_history_file(history_dir: Path, name: str, parse: Callable[[dict[str, Any], int], T], notes: list[str],
+                      when_missing: str) -> list[T]:
+    """history/<name> by the rules of ``read_jsonl``; a missing file reads as no lines, with a note saying
+    ``when_missing`` (what its absence means)."""
+    path, label = history_dir / name, f"{history_dir.name}/{name}"
+    if not path.is_file():
+        notes.append(f"{label} is missing: {when_missing}")
+        return []
+    return read_jsonl(path, label, parse, notes)
+
+
 # Lines iter_jsonl hands to LineRules at a time: few enough that their objects are still in the CPU's cache
 # when the caller takes them.
 STREAM_BATCH = 128

@@ -2,23 +2,47 @@
 # kchaos set-up: idempotent, and fast when everything is already there.
 #  1. Debian packages the harness needs (only the missing ones are installed)
 #  2. a Docker engine (dockerd is started by hand when none answers)
-#  3. the virtualenv .venv with the Python dependencies of pyproject.toml
+#  3. the virtualenv .venv with the Python dependencies of pyproject.toml, at the versions of constraints.txt
 #  4. a class-data-sharing archive of Spark's classes for the checker's JVM
 #  5. the local node images of both Kafka versions (no registry) and the setting names each defines
+# `scripts/setup.sh --print-packages` prints the Debian packages step 1 would install, and does nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DOCKERD_LOG=${KCHAOS_DOCKERD_LOG:-/var/log/kchaos-dockerd.log}
 DOCKERD_PIDFILE=/run/kchaos-dockerd.pid
-PACKAGES=(docker.io mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jdk-headless chromium)
+PACKAGES=(mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jdk-headless chromium)
 
 step() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
+# The packages the harness needs, one a line. Debian's docker.io only where there is no Docker at all: no
+# engine answers and no dockerd is installed. Where one is (docker-ce and containerd.io, Docker Desktop, a
+# dockerd of one's own), installing docker.io would conflict with it or replace it.
+wanted_packages() {
+  if ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null 2>&1; then
+    echo docker.io
+  fi
+  printf '%s\n' "${PACKAGES[@]}"
+}
+
+# The wanted packages dpkg does not have installed, one a line.
+missing_packages() {
+  local pkg
+  for pkg in $(wanted_packages); do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || echo "$pkg"
+  done
+}
+
+if [ "${1:-}" = "--print-packages" ]; then
+  missing_packages
+  exit 0
+elif [ $# -gt 0 ]; then
+  echo "setup.sh: unknown argument $1 (the only one is --print-packages)" >&2
+  exit 2
+fi
+
 step "Debian packages"
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
+mapfile -t missing < <(missing_packages)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   apt-get update -qq
@@ -42,9 +66,10 @@ step "Python virtualenv (.venv)"
 PYTHON=$(command -v python3.11 || command -v python3)
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.kchaos-deps
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)  # a new lock reinstalls
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[test]'; } >.venv/pip.log 2>&1 \
+  { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -c constraints.txt -e '.[test]'; } \
+    >.venv/pip.log 2>&1 \
     || { tail -20 .venv/pip.log >&2; echo "pip install failed; see .venv/pip.log" >&2; exit 2; }
   echo "$want" >"$stamp"
 else

@@ -1,5 +1,5 @@
-"""The offline stages stand alone: `kchaos check`, `report` and `matrix` need no cluster library, the room
-(rundir/, verdicts/, checkers/) imports nothing of the stages that run clusters, and no module of the
+"""The offline stages stand alone: `kchaos check`, `report`, `forensics` and `matrix` need no cluster library, the
+room (rundir/, verdicts/, checkers/, forensics/) imports nothing of the stages that run clusters, and no module of the
 project imports another in a circle or takes another's private names."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 from test_verdict import ten_acks_read_back_to
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkers", "clusters", "faults", "harness", "rundir", "spark_analysis", "verdicts", "workloads")
-OFFLINE = ("rundir", "verdicts", "checkers")
+PACKAGES = ("checkers", "clusters", "faults", "forensics", "harness", "rundir", "spark_analysis", "verdicts",
+            "workloads")
+OFFLINE = ("rundir", "verdicts", "checkers", "forensics")
 ONLINE = ("clusters", "workloads", "faults")
 CLUSTER_LIBRARIES = ("docker", "confluent_kafka", "testcontainers")
 
@@ -41,8 +42,12 @@ def without_cluster_libraries(*argv: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_check_report_and_matrix_run_without_docker_librdkafka_or_testcontainers(tmp_path: Path) -> None:
+def test_check_report_forensics_and_matrix_run_without_docker_librdkafka_or_testcontainers(tmp_path: Path) -> None:
     run = ten_acks_read_back_to(10, tmp_path, expect={"lost": 0})
+    (run / "logs").mkdir()
+    (run / "logs" / "broker1.log").write_text("[2026-11-24 07:00:03,250] INFO [KafkaServer id=1] started (x.Y)\n")
+    assert without_cluster_libraries("forensics", str(run)) == {"code": 0, "loaded": []}
+    assert (run / "history" / "broker-events.jsonl").read_text().startswith('{"kind":"started","node":"broker1"')
     assert without_cluster_libraries("check", str(run), "--engine", "python") == {"code": 0, "loaded": []}
     assert json.loads((run / "results.json").read_text())["expectations"]["outcome"] == "met"
     (run / "report.html").unlink()

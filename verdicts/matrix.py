@@ -1,7 +1,8 @@
 """The reliability matrix: every run under RUNS_ROOT, one row per durability configuration, one column per fault.
 
 ``kchaos matrix RUNS_ROOT`` reads RUNS_ROOT/<scenario>/<timestamp>/scenario.yaml
-and results.json of every finished run and writes RUNS_ROOT/index.html. A
+and results.json of every finished run and writes RUNS_ROOT/index.html
+(links relative to RUNS_ROOT; nothing on the page depends on when it was written). A
 cell adds up lost and duplicated messages over its runs, is coloured by the
 worst verdict among them and links to each run's report.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
 from rundir.documents import read_results, read_scenario
-from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, RunDir
+from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, STAMP_FORMAT, RunDir
 from rundir.lines import HistoryError
 from verdicts.report import durability_config, promises, templates
 
@@ -124,15 +125,26 @@ def build_matrix(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:
     return ordered, columns
 
 
+def newest_run(runs: list[Run]) -> str:
+    """When the newest run started (from its stamp): the page says this, not when it was written, so the same
+    runs always make the same page (a merged nightly's is byte for byte an unsharded one's)."""
+    started = []
+    for r in runs:
+        try:
+            started.append(datetime.strptime(r.stamp, STAMP_FORMAT).replace(tzinfo=timezone.utc))
+        except ValueError:
+            continue
+    return max(started).strftime("%Y-%m-%d %H:%M UTC") if started else "unknown"
+
+
 def write_matrix(root: Path) -> Path:
-    """Write root/index.html from every finished run under root."""
+    """Write root/index.html from every finished run under root; the same runs give the same bytes."""
     root = Path(root)
     runs, skipped = find_runs(root)
     rows, columns = build_matrix(runs)
     page = templates().get_template("matrix.html.j2").render(
-        root=str(root), rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
-        settings=list(rows[0]["config"]) if rows else [],
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
+        settings=list(rows[0]["config"]) if rows else [], newest=newest_run(runs))
     path = root / INDEX
     tmp = path.with_name(".index.html.tmp")
     tmp.write_text(page, encoding="utf-8")
