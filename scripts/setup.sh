@@ -11,16 +11,23 @@ cd "$(dirname "$0")/.."
 
 DOCKERD_LOG=${KCHAOS_DOCKERD_LOG:-/var/log/kchaos-dockerd.log}
 DOCKERD_PIDFILE=/run/kchaos-dockerd.pid
-PACKAGES=(mmdebstrap iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jdk-headless chromium)
+PACKAGES=(iptables iproute2 e2fsprogs util-linux procps maven openjdk-17-jdk-headless chromium)
+OS_RELEASE=${KCHAOS_OS_RELEASE:-/etc/os-release}
 
 step() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
 # The packages the harness needs, one a line. Debian's docker.io only where there is no Docker at all: no
 # engine answers and no dockerd is installed. Where one is (docker-ce and containerd.io, Docker Desktop, a
 # dockerd of one's own), installing docker.io would conflict with it or replace it.
+# mmdebstrap builds the node image's Debian base unless KCHAOS_BASE_IMAGE names a base of one's own; on a
+# host that is not Debian (Ubuntu, ...) it needs Debian's keyring to check the suite it fetches.
 wanted_packages() {
   if ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null 2>&1; then
     echo docker.io
+  fi
+  if [ -z "${KCHAOS_BASE_IMAGE:-}" ]; then
+    echo mmdebstrap
+    grep -qE '^ID="?debian"?$' "$OS_RELEASE" 2>/dev/null || echo debian-archive-keyring
   fi
   printf '%s\n' "${PACKAGES[@]}"
 }

@@ -16,8 +16,14 @@ SETUP = REPO / "scripts" / "setup.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 
 
-def print_packages(tmp_path: Path, *, engine: bool, dockerd: bool, installed: tuple[str, ...] = ()) -> list[str]:
-    """What ``setup.sh --print-packages`` would install, on a PATH of fakes (and dirname, grep)."""
+def print_packages(tmp_path: Path, *, engine: bool, dockerd: bool, installed: tuple[str, ...] = (),
+                   os_id: str = "debian", base_image: str | None = None) -> list[str]:
+    """What ``setup.sh --print-packages`` would install, on a PATH of fakes (and dirname, grep), on a host
+    whose /etc/os-release says ``ID=<os_id>``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    os_release = tmp_path / "os-release"
+    os_release.write_text(f'NAME="{os_id}"\nID={os_id}\nID_LIKE=debian\n' if os_id != "debian" else "ID=debian\n")
+    env = {"KCHAOS_OS_RELEASE": str(os_release), **({"KCHAOS_BASE_IMAGE": base_image} if base_image else {})}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("dirname", "grep"):
@@ -30,7 +36,7 @@ def print_packages(tmp_path: Path, *, engine: bool, dockerd: bool, installed: tu
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     result = subprocess.run([BASH, str(SETUP), "--print-packages"], capture_output=True, text=True, timeout=60,
-                            env={"PATH": str(bin_dir), "FAKE_INSTALLED": " ".join(installed)})
+                            env={"PATH": str(bin_dir), "FAKE_INSTALLED": " ".join(installed), **env})
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
 
@@ -54,7 +60,18 @@ def test_nothing_is_chosen_when_dpkg_has_it_all(tmp_path: Path, engine: bool) ->
     packages = re.search(r"^PACKAGES=\((.*)\)$", text, re.MULTILINE)
     assert packages is not None
     assert print_packages(tmp_path, engine=engine, dockerd=False,
-                          installed=("docker.io", *packages[1].split())) == []
+                          installed=("docker.io", "mmdebstrap", *packages[1].split())) == []
+
+
+def test_a_host_that_is_not_debian_gets_debian_s_keyring_for_mmdebstrap(tmp_path: Path) -> None:
+    chosen = print_packages(tmp_path, engine=True, dockerd=False, os_id="ubuntu")
+    assert "mmdebstrap" in chosen and "debian-archive-keyring" in chosen
+    assert "debian-archive-keyring" not in print_packages(tmp_path / "d", engine=True, dockerd=False)
+
+
+def test_a_base_image_of_one_s_own_needs_no_mmdebstrap(tmp_path: Path) -> None:
+    chosen = print_packages(tmp_path, engine=True, dockerd=False, os_id="ubuntu", base_image="my-jre17:1")
+    assert "mmdebstrap" not in chosen and "debian-archive-keyring" not in chosen and "iptables" in chosen
 
 
 def test_an_unknown_argument_is_one_line_and_exit_2() -> None:
