@@ -16,7 +16,7 @@ from typing import Any
 
 
 from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
-from rundir.documents import read_results, read_scenario
+from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, STAMP_FORMAT, RunDir
 from rundir.lines import HistoryError
 from verdicts.report import durability_config, promises, templates
@@ -145,8 +145,4 @@ def write_matrix(root: Path) -> Path:
     page = templates().get_template("matrix.html.j2").render(
         rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
         settings=list(rows[0]["config"]) if rows else [], newest=newest_run(runs))
-    path = root / INDEX
-    tmp = path.with_name(".index.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomically(root / INDEX, page)

@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from checkers.anomalies import ANOMALIES, DEFINITIONS, FLAGGED
 from harness.errors import EXIT_VALID, HarnessError
-from rundir.documents import read_results, read_scenario
+from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
 from verdicts.expect import Assessment, assess, for_clients
@@ -97,11 +97,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         examples=describe_examples(results, scan.faults, scan.at_offsets), scenario_text=scenario_text,
         files=_files(run), notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",
         leader_changes=len(scan.leader_changes))
-    path = run.report
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomically(run.report, page)
 
 
 def report_cmd(run_dir: Path) -> int:
