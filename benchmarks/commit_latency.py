@@ -34,12 +34,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from producer_vs_kafka import ROOT, run_main, say, start_cluster  # noqa: E402
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer  # noqa: E402
 
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402
+from workloads.consumer import batch_offsets  # noqa: E402
 from workloads.java_client import ensure_built  # noqa: E402
 
 JAVA_SOURCE = ROOT / "benchmarks" / "java" / "CommitLatency.java"
@@ -60,7 +61,7 @@ def produce(bootstrap: str, topic: str, stop: threading.Event) -> None:
 
 
 def librdkafka_commits(bootstrap: str, topic: str, commits: int) -> list[float]:
-    """Milliseconds per synchronous commit of one consume() batch's offsets (as workloads/consumer.py commits)."""
+    """Milliseconds per synchronous commit of one consume() batch's offsets, as the workload's consumer commits."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
@@ -70,11 +71,9 @@ def librdkafka_commits(bootstrap: str, topic: str, commits: int) -> list[float]:
             batch = [m for m in consumer.consume(BATCH, timeout=0.5) if m.error() is None]
             if not batch:
                 continue
-            upto: dict[int, int] = {}
-            for msg in batch:
-                upto[msg.partition()] = max(upto.get(msg.partition(), -1), msg.offset() + 1)
+            offsets = batch_offsets(topic, batch)
             started = time.monotonic()
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in upto.items()], asynchronous=False)
+            consumer.commit(offsets=offsets, asynchronous=False)
             latencies.append((time.monotonic() - started) * 1000)
     finally:
         consumer.close()

@@ -148,14 +148,18 @@ class ConsumeLoop:
 
     def _commit(self, batch: list[Message]) -> None:
         """Commit what was processed: past the last record of each partition in the batch."""
-        upto: dict[int, int] = {}
-        for msg in batch:
-            upto[msg.partition()] = max(upto.get(msg.partition(), -1), msg.offset() + 1)
         try:
-            self.consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in upto.items()],
-                                 asynchronous=False)
+            self.consumer.commit(offsets=batch_offsets(self.topic, batch), asynchronous=False)
         except KafkaException:
             pass  # a rebalance or a broker fault: these records will be redelivered
+
+
+def batch_offsets(topic: str, batch: list[Message]) -> list[TopicPartition]:
+    """The offsets that commit a processed batch: past the last record of each of its partitions."""
+    upto: dict[int, int] = {}
+    for msg in batch:
+        upto[msg.partition()] = max(upto.get(msg.partition(), -1), msg.offset() + 1)
+    return [TopicPartition(topic, p, o) for p, o in upto.items()]
 
 
 def consume(spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
