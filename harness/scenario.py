@@ -24,13 +24,13 @@ from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from harness.errors import HarnessError
+from workloads.client import LIBRARIES, Library
 from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
 Scalar = Union[bool, int, float, str]
-Client = Literal["librdkafka", "java"]
-LIBRARIES = ("librdkafka", "java")
+Client = Library
 CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config"}
 ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client")
 LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "

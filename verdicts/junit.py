@@ -184,8 +184,8 @@ def step_summary(outcomes: list[Outcome], shards: list[dict[str, Any]]) -> str:
     """Markdown for a GitHub step summary: each shard's wall time, then one row per run."""
     lines = [f"- shard {s['shard']}: {len(s.get('runs') or [])} run(s) in {float(s['wall_s']) / 60:.1f} min "
              f"(expected {float(s['expected_s']) / 60:.1f} min)" for s in shards]
-    lines += ["", "| scenario | result | seconds |", "|---|---|---|"] if lines else [
-        "| scenario | result | seconds |", "|---|---|---|"]
+    lines += [""] if lines else []
+    lines += ["| scenario | result | seconds |", "|---|---|---|"]
     for o in outcomes:
         state = {EXIT_VALID: "ok", EXIT_INVALID: "failure"}.get(o.code, "error")
         if o.code != EXIT_VALID:
