@@ -18,6 +18,7 @@ CLIENT_PORT = SERVICE_PORTS["broker"]
 CONTROLLER_PORT = SERVICE_PORTS["controller"]
 ZK_PORT = SERVICE_PORTS["zookeeper"]
 CONTROLLER_ID_BASE = 100
+BROKER_LOG_SUBDIR = "kafka"  # a broker's partition logs: /data/kafka, on its own loop-mounted file system
 KRAFT_LOG_SUBDIR = "kraft"   # a controller's metadata log: /data/kraft, bind-mounted from the host
 
 LOG4J = """\
@@ -128,7 +129,7 @@ def broker_defaults(spec: ClusterSpec, broker_id: int) -> dict[str, str]:
         **metadata,
         "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT}",
         "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT}",
-        "log.dirs": "/data/kafka",
+        "log.dirs": f"/data/{BROKER_LOG_SUBDIR}",
         "offsets.topic.replication.factor": internal_rf,
         "transaction.state.log.replication.factor": internal_rf,
         "transaction.state.log.min.isr": str(min(2, spec.brokers)),

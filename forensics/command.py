@@ -9,10 +9,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from typing import Any
+
+from forensics.chains import Explainer
 from forensics.parse import Event, parse_node_log
 from harness.errors import EXIT_VALID, HarnessError
-from rundir.broker_events import write_broker_events
-from rundir.documents import read_scenario, wall_start
+from rundir.broker_events import read_broker_events, write_broker_events
+from rundir.documents import read_events, read_results, read_scenario, wall_start, write_results
+from rundir.replica_batches import read_replica_batches
 from rundir.layout import LOGS, SCENARIO, RunDir
 from rundir.lines import HistoryError
 
@@ -40,16 +44,49 @@ def write_run_broker_events(run: RunDir) -> tuple[Path, list[Event]]:
     return write_broker_events(run, events), events
 
 
+def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
+    """results.json's ``forensics``: a chain per anomaly range (``anomaly_ranges``, written by the checker), the
+    counts per fault and what no chain explains, from the run's events, broker events and replica batches.
+    None when the results hold no ranges (a checker from before them)."""
+    ranges = results.get("anomaly_ranges")
+    if ranges is None:
+        return None
+    notes: list[str] = []
+    batches = read_replica_batches(run.history, notes) if run.replica_batches.is_file() else None
+    explained = Explainer(read_events(run.history, notes), read_broker_events(run.history, notes), batches,
+                          results.get("examples")).explain(ranges)
+    explained["notes"] = notes
+    return explained
+
+
+def explained_line(forensics: dict[str, Any]) -> str:
+    """How many anomalous messages the chains explain, in one line."""
+    chains, unexplained = forensics["chains"], forensics["unexplained"]
+    told = sum(c["count"] for c in chains)
+    left = sum(u["count"] for u in unexplained)
+    faults = ", ".join(f"fault {r['fault']} {sum(r[a] for a in ('lost', 'divergent', 'duplicated')):,}"
+                       for r in forensics["lost_by_fault"] if r["fault"] is not None)
+    return (f"explained: {told:,} anomalous messages by {len(chains)} chains ({faults or 'no fault'}); "
+            f"unexplained: {left:,}" + (f" in {len(unexplained)} ranges" if unexplained else ""))
+
+
 def forensics_cmd(run_dir: Path) -> int:
-    """``kchaos forensics RUN``: write the file and say what it holds, one line."""
+    """``kchaos forensics RUN``: write the file and say what it holds, one line; with results.json, explain its
+    anomalies again from it (results.json's ``forensics``; ``kchaos report RUN`` redraws the report)."""
     run = RunDir(run_dir)
     try:
         run.require()
         path, events = write_run_broker_events(run)
+        results = read_results(run) if run.results.is_file() else None
+        explained = None if results is None else explain_run(run, results)
     except HistoryError as e:
         raise HarnessError(str(e)) from None
     kinds = Counter(e["kind"] for e in events)
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     print(f"broker events: {path} ({len(events)} from {len(run.node_logs())} node logs{': ' if kinds else ''}"
           f"{summary})")
+    if results is not None and explained is not None:
+        results["forensics"] = explained
+        write_results(run, results)
+        print(explained_line(explained))
     return EXIT_VALID

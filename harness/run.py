@@ -24,14 +24,17 @@ from tenacity import RetryError, retry, stop_after_delay, wait_fixed
 from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
+from clusters.segments import dump_batches
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
+from forensics.segments import parse_dumps
 from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.scenario import Scenario
 from rundir import documents
 from rundir.layout import RunDir
+from rundir.replica_batches import write_replica_batches
 from workloads.client import WorkloadError
 from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity
 from workloads.history import History, RunClock
@@ -74,12 +77,24 @@ def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
                 create_topic(cluster, scenario.pipeline_topic_spec())
             error = Trial(scenario, cluster, history, progress, transactional_prefix=f"kchaos-{run.path.name}").run()
         finally:
-            progress.phase("tearing down")
             history.close()
+            progress.phase("reading the replicas' disks")
+            read_replica_disks(run, cluster, scenario.topics())
+            progress.phase("tearing down")
             cluster.teardown(logs_to=run.logs)
             progress.phase("parsing the node logs")
             parse_node_logs(run)
     return RunOutcome(run.path, error)
+
+
+def read_replica_disks(run: RunDir, cluster: Cluster, topics: list[str]) -> None:
+    """history/replica-batches.jsonl from every broker's disk, the last moment it exists. Not having it is a
+    warning, never the run's failure: the verdict does not need it, only the forensics' chains do."""
+    try:
+        outputs = dump_batches(cluster.brokers, topics, cluster.spec.kafka_version)
+        write_replica_batches(run, parse_dumps(outputs))
+    except (ClusterError, OSError) as e:
+        log.warning("the replicas' disks were not read (%s): the chains will not say which replica holds what", e)
 
 
 def parse_node_logs(run: RunDir) -> None:

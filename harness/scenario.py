@@ -430,6 +430,10 @@ class Scenario(Strict):
                            zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()})
 
+    def topics(self) -> list[str]:
+        """The topics the workload writes: its own, and a pipeline's output."""
+        return [self.topic.name] + ([self.pipeline_output_topic] if self.workload.pipeline is not None else [])
+
     def topic_spec(self) -> TopicSpec:
         t = self.topic
         return TopicSpec(t.name, t.partitions, t.replication_factor, t.min_insync_replicas,

@@ -9,22 +9,17 @@ logs/<node>.log); partition events add ``topic`` and ``partition``. Readers foll
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rundir.documents import write_atomically
+from rundir.documents import write_jsonl_atomically
 from rundir.layout import BROKER_EVENTS, RunDir
 from rundir.lines import field_of, read_history_file
 
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def write_broker_events(run: RunDir, events: Iterable[dict[str, Any]]) -> Path:
     """Replace history/broker-events.jsonl with these events, one compact JSON line each."""
-    run.history.mkdir(parents=True, exist_ok=True)
-    return write_atomically(run.broker_events, "".join(_to_json(e) + "\n" for e in events))
+    return write_jsonl_atomically(run.broker_events, events)
 
 
 def parse_broker_event(obj: dict[str, Any], line: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,16 @@ def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
 def write_results(run: RunDir, results: dict[str, Any]) -> Path:
     """Write RUN/results.json atomically, so a reader never sees half a verdict."""
     return write_atomically(run.results, json.dumps(results, indent=2) + "\n")
+
+
+def write_jsonl_atomically(target: Path, objects: Iterable[dict[str, Any]]) -> Path:
+    """Replace a history file rebuilt whole (not appended as the run goes) with these objects, one compact JSON
+    line each, in one atomic step."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(target, "".join(_compact_json(o) + "\n" for o in objects))
+
+
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def write_atomically(target: Path, text: str) -> Path:

@@ -1,7 +1,7 @@
 """Where everything of a run lives, and whether what a stage needs is there.
 
     runs/<scenario>/<UTC timestamp>/
-      scenario.yaml  history/{sends,reads,events,broker-events}.jsonl  results.json  report.html  logs/  cluster/
+      scenario.yaml  history/{sends,reads,events,broker-events,replica-batches}.jsonl  results.json  report.html  logs/  cluster/
     runs/index.html  runs/junit.xml  runs/nightly-logs/   (the matrix and the nightly's, over all runs)
 """
 
@@ -23,6 +23,7 @@ SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
 TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads only)
 STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # a run directory's name: when it started, UTC
 BROKER_EVENTS = "broker-events.jsonl"  # elections, ISR changes, truncations parsed from logs/ (kchaos forensics)
+REPLICA_BATCHES = "replica-batches.jsonl"  # every replica's record batches (DumpLogSegments), read before teardown
 NODE_LOG_SUFFIX = ".log"  # logs/<node>.log: one file per node, named after the node (broker1, zk1, controller1)
 INDEX = "index.html"  # the matrix, at the root of a tree of runs
 JUNIT = "junit.xml"  # the nightly's JUnit file, at the root of a tree of runs (unless --junit says elsewhere)
@@ -91,6 +92,10 @@ class RunDir:
     @property
     def broker_events(self) -> Path:
         return self.history / BROKER_EVENTS
+
+    @property
+    def replica_batches(self) -> Path:
+        return self.history / REPLICA_BATCHES
 
     def node_logs(self) -> dict[str, Path]:
         """Each node's copied-out log by node name (``logs/broker1.log`` -> ``broker1``), sorted; {} without logs/."""

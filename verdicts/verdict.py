@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.anomalies import summary_keys
+from forensics.command import explain_run, explained_line
 from harness.errors import EXIT_HARNESS, HarnessError
 from harness.versions import kchaos_version
 from rundir.documents import read_events, read_scenario, write_results
@@ -76,6 +77,12 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
         results.update(run_record(run, scenario))
     except HistoryError as e:
         raise HarnessError(str(e)) from None
+    try:  # the chains add to the verdict, never decide it: a broker-events file that cannot be read is a note
+        explained = explain_run(run, results)
+        if explained is not None:
+            results["forensics"] = explained
+    except HistoryError as e:
+        results.setdefault("notes", []).append(f"no causal chains: {e}")
     assessment = assess((scenario or {}).get("expect"), results, scenario)
     results["expectations"] = assessment.as_json()
     results["exit_code"] = assessment.exit_code
@@ -88,6 +95,8 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     print("  ".join(f"{k} {counts[k]:,}" for k in summary_keys(counts) if k in counts))
     for note in results.get("notes", []):
         print(f"note: {note}")
+    if results.get("forensics") and (results["forensics"]["chains"] or results["forensics"]["unexplained"]):
+        print(explained_line(results["forensics"]))
     print(f"verdict: {'valid' if results['valid'] else 'anomalies found'}; {expectations_line(assessment)}")
     print(f"report: {report}")
     return assessment.exit_code

@@ -1,0 +1,328 @@
+"""Causal chains: from a fault to the records it took away, for every range of lost, divergent and duplicated
+messages the checker found (results.json ``anomaly_ranges``).
+
+A chain answers, for one range of one partition: which broker acknowledged those records as leader and in
+which leader epoch (its own ``become_leader`` before the first ack), which fault hit that broker (the fault
+applied to it while the acks went on, or the first one after them), who led next with what log end (the next
+``become_leader`` of a higher epoch, and whether its election was unclean), when the old leader cut its log
+(``truncate``, or a log recovered shorter after a power cut) and whether any replica still holds batches
+that leader epoch wrote at those offsets (history/replica-batches.jsonl). A range no fault can be tied to,
+or whose records nothing is seen removing, is listed as unexplained with the reason: that is a finding too.
+For duplicates the batches holding the examples' two copies say whether one batch was appended twice (same
+producer id, producer epoch and base sequence) or the client sent the records again.
+
+Pure: takes the run's documents as values, so it runs offline on any past run (``kchaos forensics RUN``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+Event = dict[str, Any]
+
+EXPLAINED = ("lost", "divergent", "duplicated")
+AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
+STOPPING = ("kill", "power-loss")  # faults whose victim's process is gone until it starts again
+_BROKER = re.compile(r"^broker(\d+)$")
+
+
+def fault_applications(events: Iterable[Event]) -> list[Event]:
+    """The faults that took effect, in start order, numbered from 1 as ``fault N`` (skipped ones are not)."""
+    windows: dict[tuple[Any, ...], Event] = {}
+    for e in events:
+        if e.get("kind") != "fault" or e.get("phase") not in ("start", "heal") or e.get("start_ns") is None:
+            continue
+        key = (e.get("fault"), e.get("target"), tuple(e.get("targets") or ()), e["start_ns"])
+        w = windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
+                                     "targets": list(e.get("targets") or ()), "start_ns": e["start_ns"],
+                                     "end_ns": None, "detail": e.get("detail")})
+        if e.get("phase") == "heal":
+            w["end_ns"] = e.get("end_ns")
+    ordered = sorted(windows.values(), key=lambda w: w["start_ns"])
+    for i, w in enumerate(ordered, 1):
+        w["index"] = i
+    return ordered
+
+
+def seconds(ns: int | None) -> str:
+    return "?" if ns is None else f"{ns / 1e9:.1f} s"
+
+
+class Partition:
+    """What the brokers logged about one partition, and what the replicas' disks held of it."""
+
+    def __init__(self, topic: str, partition: int, events: list[Event], batches: list[Event]) -> None:
+        self.name = f"{topic}-{partition}"
+        self.events = events      # this partition's broker events, in time order
+        self.batches = batches    # its replica batches, every replica
+
+    def leader_at(self, t: int) -> Event | None:
+        """The become_leader of the broker that believed itself leader at ``t``; of two (a leader cut off from the
+        cluster keeps acknowledging in its old epoch), the one of the older epoch, whose acks a new leader lacks."""
+        believes: dict[str, Event] = {}
+        for e in self.events:
+            if e["time_ns"] > t:
+                break
+            if e["kind"] == "become_leader":
+                believes[e["node"]] = e
+            elif e["kind"] in ("become_follower", "process_start", "shutdown", "process_stop"):
+                believes.pop(e["node"], None)
+        return min(believes.values(), key=lambda e: e.get("leader_epoch", -1), default=None)
+
+    def successor(self, after: int, old: Event) -> Event | None:
+        """The first leader of a higher epoch than ``old``'s, on another broker, from ``after`` on."""
+        return next((e for e in self.events if e["kind"] == "become_leader" and e["time_ns"] >= after
+                     and e["node"] != old["node"] and e.get("leader_epoch", -1) > old.get("leader_epoch", -1)),
+                    None)
+
+    def election(self, leader: Event) -> Event | None:
+        """The controller's election that made ``leader`` (its epoch), if logged."""
+        return next((e for e in self.events if e["kind"] == "election"
+                     and e.get("leader_epoch") == leader.get("leader_epoch")), None)
+
+    def cut(self, node: str, after: int, max_offset: int | None) -> Event | None:
+        """The first time ``node``'s own log of this partition lost offsets of the range, from ``after`` on: a
+        truncation (to an offset at or below the range's end), or a log recovered ending at or below it."""
+        for e in self.events:
+            if e["node"] != node or e["time_ns"] < after:
+                continue
+            end = e.get("to_offset") if e["kind"] == "truncate" else \
+                e.get("log_end_offset") if e["kind"] == "log_loaded" else None
+            if end is not None and (max_offset is None or end <= max_offset):
+                return e
+        return None
+
+    def holders(self, epoch: int | None, low: int | None, high: int | None) -> dict[str, int]:
+        """Per replica, how many offsets of [low, high] it holds in batches written in leader epoch ``epoch``."""
+        held: dict[str, int] = defaultdict(int)
+        if epoch is None or low is None or high is None:
+            return held
+        for b in self.batches:
+            if b.get("leader_epoch") == epoch and b["base_offset"] <= high and b["last_offset"] >= low \
+                    and not b.get("control"):
+                held[b["node"]] += min(high, b["last_offset"]) - max(low, b["base_offset"]) + 1
+        return held
+
+    def batch_at(self, node: str | None, offset: int) -> Event | None:
+        """The batch holding ``offset`` on ``node`` (any replica when None)."""
+        return next((b for b in self.batches if (node is None or b["node"] == node)
+                     and b["base_offset"] <= offset <= b["last_offset"]), None)
+
+
+class Explainer:
+    """Chains for a run's anomaly ranges, from its events, broker events and replica batches."""
+
+    def __init__(self, events: list[Event], broker_events: list[Event], batches: list[Event] | None,
+                 examples: dict[str, list[Event]] | None = None) -> None:
+        self.faults = fault_applications(events)
+        self.have_disks = batches is not None
+        self.examples = examples or {}
+        self.names = node_names(broker_events)
+        by_part: dict[tuple[str, int], list[Event]] = defaultdict(list)
+        for e in broker_events:
+            if e.get("topic") is not None:
+                by_part[(e["topic"], e["partition"])].append(e)
+        for e in [*broker_events, *process_stops(self.faults)]:  # a node's restart, shutdown or death ends
+            if e["kind"] in ("process_start", "shutdown", "process_stop") and e.get("topic") is None:  # what it
+                for evs in by_part.values():                                                        # believed
+                    evs.append(e)
+        batches_by: dict[tuple[str, int], list[Event]] = defaultdict(list)
+        for b in batches or ():
+            batches_by[(b["topic"], b["partition"])].append(b)
+        self.parts = {k: Partition(k[0], k[1], sorted(v, key=lambda e: (e["time_ns"], e["node"], e["line"])),
+                                   batches_by.get(k, [])) for k, v in by_part.items()}
+        for k, v in batches_by.items():
+            self.parts.setdefault(k, Partition(k[0], k[1], [], v))
+
+    def explain(self, ranges: list[Event]) -> dict[str, Any]:
+        chains: list[Event] = []
+        unexplained: list[Event] = []
+        for r in ranges:
+            if r["anomaly"] not in EXPLAINED:
+                continue
+            chain, why = self.chain(r)
+            if chain is None:
+                unexplained.append({k: r.get(k) for k in ("anomaly", "topic", "partition", "count", "first_ns",
+                                                          "last_ns", "min_offset", "max_offset")} | {"why": why})
+            else:
+                chains.append(chain)
+        return {"chains": chains, "lost_by_fault": self.by_fault(chains, unexplained), "unexplained": unexplained,
+                "disks_read": self.have_disks}
+
+    def by_fault(self, chains: list[Event], unexplained: list[Event]) -> list[Event]:
+        """Counts per fault (and per "no fault" for what no chain explains), in fault order."""
+        rows: dict[int | None, Event] = {}
+        for c in chains:
+            w = self.faults[c["fault"] - 1]
+            row = rows.setdefault(c["fault"], {"fault": c["fault"], "label": fault_phrase(w),
+                                               **{a: 0 for a in EXPLAINED}})
+            row[c["anomaly"]] += c["count"]
+        for u in unexplained:
+            row = rows.setdefault(None, {"fault": None, "label": "unexplained", **{a: 0 for a in EXPLAINED}})
+            row[u["anomaly"]] += u["count"]
+        return sorted(rows.values(), key=lambda r: (r["fault"] is None, r["fault"] or 0))
+
+    def chain(self, r: Event) -> tuple[Event | None, str]:
+        """The chain of one range, or None and why there is none.
+
+        The records were lost at the first of two moments: a leader of a higher epoch took over without them,
+        or the acknowledging leader's own log lost them (truncated, or recovered shorter after a power cut).
+        The fault that took them is the last one applied to that leader before that moment; other faults on
+        it while the acks went on are told as context. Duplicates have no such moment: theirs is the fault
+        under way while they were acknowledged."""
+        part = self.parts.get((r["topic"], r["partition"]))
+        first, last = r.get("first_ns"), r.get("last_ns")
+        if first is None or last is None:
+            return None, "the messages have no acknowledgement time to place them"
+        if part is None or not part.events:
+            return None, "no broker event names this partition (were the node logs parsed?)"
+        leader = part.leader_at(first)
+        if leader is None:
+            return None, f"no broker believed itself leader of {part.name} at {seconds(first)}"
+        node, epoch = leader["node"], leader.get("leader_epoch")
+        successor = part.successor(first, leader)
+        cut = part.cut(node, first, r.get("max_offset"))
+        if r["anomaly"] == "duplicated":
+            moment = last
+        else:
+            moments = [e["time_ns"] for e in (successor, cut) if e is not None]
+            if not moments:
+                return None, (f"{node} acknowledged them as leader in epoch {epoch}, but no new leader and no cut of "
+                              f"its log is logged after {seconds(first)}")
+            moment = min(moments)
+        fault = self.fault_for(node, first, moment)
+        if fault is None:
+            return None, (f"no fault was under way on {node} (leader in epoch {epoch}) or anywhere between "
+                          f"{seconds(first)} and {seconds(moment)}")
+        steps = [step(leader, f"{node} leader of {part.name} in epoch {epoch}")]
+        steps += [fault_step(w, "while they were acknowledged: ") for w in self.faults
+                  if w is not fault and node in w["targets"] and w["start_ns"] <= last
+                  and (w["end_ns"] is None or w["end_ns"] >= first)]
+        steps.append(fault_step(fault))
+        if successor is not None and (cut is None or successor["time_ns"] <= cut["time_ns"]):
+            steps.append(step(successor, self.succession(part, successor)))
+        if cut is not None and r["anomaly"] != "duplicated":
+            steps.append(step(cut, cut_phrase(cut)))
+        steps[1:] = sorted(steps[1:], key=lambda s: s["time_ns"])
+        held = part.holders(epoch, r.get("min_offset"), r.get("max_offset"))
+        chain = {k: r.get(k) for k in ("anomaly", "topic", "partition", "count", "first_ns", "last_ns",
+                                       "min_offset", "max_offset")}
+        chain.update(fault=fault["index"], fault_hit_leader=node in fault["targets"], leader=node,
+                     leader_epoch=epoch, successor=None if successor is None else successor["node"],
+                     truncated_to=None if cut is None else cut.get("to_offset", cut.get("log_end_offset")),
+                     held_by=dict(held) if self.have_disks else None, steps=steps)
+        if r["anomaly"] == "duplicated":
+            chain["copies"] = self.copies(part, r)
+        chain["sentence"] = sentence(part.name, chain, steps, self.have_disks)
+        return chain, ""
+
+    def fault_for(self, node: str, first: int, moment: int) -> Event | None:
+        """The last fault applied to ``node`` before ``moment`` and not healed before ``first``; failing that,
+        the last fault anywhere under way between them (a fault on another node can move leadership too)."""
+        def live(w: Event) -> bool:
+            return w["start_ns"] <= moment and (w["end_ns"] is None or w["end_ns"] + AFTER_NS >= first)
+        on_node = [w for w in self.faults if node in w["targets"] and live(w)]
+        anywhere = [w for w in self.faults if live(w)]
+        found = on_node or anywhere
+        return max(found, key=lambda w: w["start_ns"]) if found else None
+
+    def succession(self, part: Partition, successor: Event) -> str:
+        election = part.election(successor)
+        unclean = (election or {}).get("unclean") or any(
+            e["kind"] == "unclean_recovered" and e["node"] == successor["node"]
+            and e["time_ns"] >= successor["time_ns"] - 5 * 10**9 for e in part.events)
+        end = successor.get("log_end_offset")
+        return (f"{successor['node']} {'uncleanly elected ' if unclean else ''}leader in epoch "
+                f"{successor.get('leader_epoch')}" + ("" if end is None else f" with log end {end:,}"))
+
+    def copies(self, part: Partition, r: Event) -> dict[str, Any]:
+        """For the duplicated examples of this range: the batch of each copy on the final leader's disk, and
+        whether the copies came from one batch appended twice or from records the client sent again."""
+        same, again, seen = 0, 0, []
+        for ex in self.examples.get("duplicated", []):
+            offsets = sorted({rd["offset"] for rd in ex.get("reads", []) if rd.get("phase") == "final"
+                              and rd.get("topic") == r["topic"] and rd.get("partition") == r["partition"]})
+            if len(offsets) < 2:
+                continue
+            found = [part.batch_at(None, o) for o in offsets[:2]]
+            if any(b is None for b in found):
+                continue
+            ids = [(b.get("producer_id"), b.get("producer_epoch"), b.get("base_sequence")) for b in found]
+            seen.append({"producer": ex["producer"], "seq": ex["seq"], "offsets": offsets[:2],
+                         "batches": [{k: b.get(k) for k in ("base_offset", "producer_id", "producer_epoch",
+                                                            "base_sequence", "leader_epoch")} for b in found]})
+            if ids[0] == ids[1]:
+                same += 1
+            else:
+                again += 1
+        return {"same_batch_twice": same, "sent_again": again, "examples": seen[:5]}
+
+
+def process_stops(faults: Iterable[Event]) -> list[Event]:
+    """A ``process_stop`` for every node a kill or a power cut took down (its log cannot say so itself)."""
+    return [{"kind": "process_stop", "node": node, "time_ns": w["start_ns"], "line": 0}
+            for w in faults if w["fault"] in STOPPING for node in w["targets"]]
+
+
+def node_names(broker_events: Iterable[Event]) -> dict[int, str]:
+    """Broker id -> node name, from the brokers' own lines (``started``) and their names (broker<N>)."""
+    names: dict[int, str] = {}
+    for e in broker_events:
+        m = _BROKER.match(e.get("node", ""))
+        if m:
+            names[int(m.group(1))] = e["node"]
+        if e.get("kind") == "started" and isinstance(e.get("node_id"), int):
+            names[e["node_id"]] = e["node"]
+    return names
+
+
+def step(event: Event, what: str) -> Event:
+    return {"time_ns": event["time_ns"], "node": event["node"], "line": event.get("line"), "what": what}
+
+
+def fault_step(w: Event, prefix: str = "") -> Event:
+    return {"time_ns": w["start_ns"], "node": ", ".join(w["targets"]), "line": None,
+            "what": f"{prefix}{fault_phrase(w)} (fault {w['index']})"}
+
+
+def fault_phrase(w: Event) -> str:
+    """``SIGKILL broker2 at 31.0 s``: what the fault did, in its own words when it said them."""
+    what = (w.get("detail") or f"{w['fault']} {', '.join(w['targets'])}").split(";")[0]
+    if len(what) > 60:  # a long account (a power cut's timings) is cut to what it did
+        what = what.split(":")[0]
+    return f"{what} at {seconds(w['start_ns'])}"
+
+
+def cut_phrase(cut: Event) -> str:
+    if cut["kind"] == "log_loaded":
+        return f"{cut['node']} recovered its log ending at {cut['log_end_offset']:,}"
+    if cut.get("reason") == "corruption":
+        return f"{cut['node']} recovered its log cut at {cut['to_offset']:,} (the rest never reached its disk)"
+    return f"{cut['node']} truncated to {cut['to_offset']:,}"
+
+
+def sentence(name: str, chain: Event, steps: list[Event], have_disks: bool) -> str:
+    """The chain in one sentence, e.g. "chaos-3: 1,204 records (offsets 13,100–14,303) acknowledged by broker2 as
+    leader in epoch 5 between 30.1 and 31.0 s; SIGKILL broker2 at 31.0 s (fault 2); …; no replica holds them."."""
+    low, high = chain.get("min_offset"), chain.get("max_offset")
+    offsets = "" if low is None else f" (offset {low:,})" if low == high else f" (offsets {low:,}–{high:,})"
+    verb = {"lost": "lost", "divergent": "overwritten", "duplicated": "duplicated"}[chain["anomaly"]]
+    parts = [f"{name}: {chain['count']:,} records {verb}{offsets}, acknowledged by {chain['leader']} as leader in "
+             f"epoch {chain['leader_epoch']} between {seconds(chain['first_ns'])} and {seconds(chain['last_ns'])}"]
+    parts += [s["what"] if s["line"] is None else f"{s['what']} at {seconds(s['time_ns'])}" for s in steps[1:]]
+    if chain["anomaly"] == "duplicated":
+        c = chain["copies"]
+        if c["same_batch_twice"] or c["sent_again"]:
+            parts.append(f"of {c['same_batch_twice'] + c['sent_again']} examples, {c['same_batch_twice']} sit in one "
+                         f"batch appended twice (same producer id, epoch, base sequence), {c['sent_again']} were "
+                         f"sent again in another batch")
+    elif not have_disks:
+        parts.append("the replicas' disks were not read")
+    elif chain["held_by"]:
+        parts.append("still on " + ", ".join(f"{n} ({k:,} offsets)" for n, k in sorted(chain["held_by"].items())))
+    elif low is not None:
+        parts.append("no replica holds them")
+    return "; ".join(parts) + "."

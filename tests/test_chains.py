@@ -1,0 +1,170 @@
+"""Forensics: DumpLogSegments' output into replica batches, and causal chains from a fault to the records it took.
+
+The dumps in tests/data/segments/ are Kafka 3.9.2's and 4.3.1's own output for a real two-partition topic (an
+idempotent producer's 2,000 records, then a transaction of 5 and its commit marker). The chains are built from
+small hand-made histories shaped like the real ones of acks1-leader-kill, unclean-election and a power cut
+(the closing note of issue #20 shows the chains of real runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forensics.chains import Explainer, fault_applications
+from forensics.segments import parse_dump, parse_dumps
+
+SEGMENTS = Path(__file__).parent / "data" / "segments"
+S = 1_000_000_000
+
+
+@pytest.mark.parametrize("version", ["3.9.2", "4.3.1"])
+def test_dump_log_segments_output_becomes_batches(version: str) -> None:
+    text = (SEGMENTS / f"dump-log-segments-{version}.txt").read_text()
+    batches = parse_dump("broker1", text)
+    assert [(b["partition"], b["base_offset"], b["last_offset"]) for b in batches] == [
+        (0, 0, 997), (0, 998, 998), (0, 999, 999), (1, 0, 1001), (1, 1002, 1005), (1, 1006, 1006)]
+    first = batches[0]
+    assert first == {"node": "broker1", "topic": "chaos", "partition": 0, "base_offset": 0, "last_offset": 997,
+                     "count": 998, "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "last_sequence": 997,
+                     "leader_epoch": 0, "create_time_ms": first["create_time_ms"], "transactional": False,
+                     "control": False}
+    marker = batches[2]
+    assert marker["transactional"] and marker["control"] and marker["base_sequence"] == -1
+    assert all(b["producer_id"] == batches[1]["producer_id"] for b in batches if b["transactional"])
+
+
+def test_batches_of_several_brokers_are_ordered_by_node_partition_and_offset() -> None:
+    text = (SEGMENTS / "dump-log-segments-3.9.2.txt").read_text()
+    batches = parse_dumps({"broker2": text, "broker1": "log4j:WARN nothing here\n" + text})
+    assert [b["node"] for b in batches] == ["broker1"] * 6 + ["broker2"] * 6
+    assert [b["base_offset"] for b in batches[:6]] == [0, 998, 999, 0, 1002, 1006]
+
+
+def fault(name: str, target: str, start: float, end: float, detail: str) -> list[dict[str, Any]]:
+    common = {"kind": "fault", "fault": name, "target": "partition-leader", "targets": [target],
+              "start_ns": int(start * S), "detail": detail}
+    return [{**common, "phase": "start", "end_ns": None}, {**common, "phase": "heal", "end_ns": int(end * S)}]
+
+
+def ev(kind: str, node: str, t: float, line: int = 1, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "node": node, "time_ns": int(t * S), "line": line, **fields}
+
+
+def leader(node: str, t: float, epoch: int, log_end: int, line: int = 1) -> dict[str, Any]:
+    return ev("become_leader", node, t, line, topic="chaos", partition=4, leader=int(node[-1]), leader_epoch=epoch,
+              log_end_offset=log_end)
+
+
+def batch(node: str, low: int, high: int, epoch: int, pid: int = 7, pepoch: int = 0, seq: int = 0) -> dict[str, Any]:
+    return {"node": node, "topic": "chaos", "partition": 4, "base_offset": low, "last_offset": high,
+            "leader_epoch": epoch, "producer_id": pid, "producer_epoch": pepoch, "base_sequence": seq}
+
+
+def lost(low: int, high: int, first: float, last: float, anomaly: str = "lost") -> dict[str, Any]:
+    return {"anomaly": anomaly, "topic": "chaos", "partition": 4, "count": high - low + 1, "first_ns": int(first * S),
+            "last_ns": int(last * S), "min_offset": low, "max_offset": high}
+
+
+# acks1-leader-kill: broker2 leads chaos-4 in epoch 0 and acknowledges offsets 12,698-13,354 alone, is killed at
+# 15.6 s; broker3 leads epoch 1 from 12,698 at 21.1 s; broker2, restarted, truncates to 12,698 at 23.4 s.
+KILL = fault("kill", "broker2", 15.6, 23.9, "SIGKILL broker2")
+KILL_EVENTS = [leader("broker2", 5.0, 0, 0, line=10), leader("broker3", 21.1, 1, 12_698, line=20),
+               ev("process_start", "broker2", 23.0, 1),
+               ev("truncate", "broker2", 23.4, 30, topic="chaos", partition=4, to_offset=12_698, reason="leader_epoch")]
+
+
+def test_a_leader_killed_after_acknowledging_alone_is_the_chain_of_its_lost_records() -> None:
+    disks = [batch("broker3", 0, 12_697, 0), batch("broker3", 12_698, 20_000, 1), batch("broker1", 0, 12_697, 0)]
+    out = Explainer(KILL, KILL_EVENTS, disks).explain([lost(12_698, 13_354, 15.2, 15.6)])
+    assert out["unexplained"] == []
+    [chain] = out["chains"]
+    assert (chain["fault"], chain["leader"], chain["leader_epoch"], chain["successor"], chain["truncated_to"]) == \
+        (1, "broker2", 0, "broker3", 12_698)
+    assert chain["held_by"] == {}
+    assert chain["sentence"] == (
+        "chaos-4: 657 records lost (offsets 12,698–13,354), acknowledged by broker2 as leader in epoch 0 between "
+        "15.2 s and 15.6 s; SIGKILL broker2 at 15.6 s (fault 1); broker3 leader in epoch 1 with log end 12,698 at "
+        "21.1 s; broker2 truncated to 12,698 at 23.4 s; no replica holds them.")
+    assert [s["line"] for s in chain["steps"]] == [10, None, 20, 30]
+    assert out["lost_by_fault"] == [{"fault": 1, "label": "SIGKILL broker2 at 15.6 s", "lost": 657, "divergent": 0,
+                                     "duplicated": 0}]
+
+
+def test_a_replica_still_holding_the_old_epochs_batches_is_named() -> None:
+    disks = [batch("broker1", 12_600, 12_999, 0)]  # broker1 kept part of epoch 0's tail (it was not in sync)
+    [chain] = Explainer(KILL, KILL_EVENTS, disks).explain([lost(12_698, 13_354, 15.2, 15.6)])["chains"]
+    assert chain["held_by"] == {"broker1": 302}
+    assert chain["sentence"].endswith("still on broker1 (302 offsets).")
+
+
+def test_without_the_disks_the_chain_says_so_rather_than_that_nothing_holds_them() -> None:
+    [chain] = Explainer(KILL, KILL_EVENTS, None).explain([lost(12_698, 13_354, 15.2, 15.6)])["chains"]
+    assert chain["held_by"] is None and chain["sentence"].endswith("the replicas' disks were not read.")
+
+
+def test_a_power_cut_is_the_fault_when_the_leaders_own_log_comes_back_short() -> None:
+    """acks=all, min.insync 1: broker1, cut from the others (fault 1), acknowledges alone; a power cut (fault 2)
+    loses what it had not flushed, seen as a recovery truncating its log before anyone else led."""
+    events = fault("partition", "broker1", 16.0, 71.0, "brokers: broker1 -/- broker2, broker3") + \
+        fault("power-loss", "broker1", 61.0, 70.2, "power cut broker1: disks stopped 152 ms after SIGKILL, nothing reached them later; crash "
+                                                     "images copied in 0.02 s; restarted on crash images")
+    broker_events = [leader("broker1", 5.0, 0, 0), ev("process_start", "broker1", 66.8),
+                     ev("truncate", "broker1", 68.5, 7, topic="chaos", partition=4, to_offset=44_821,
+                        reason="corruption"),
+                     leader("broker1", 71.5, 2, 44_821), leader("broker3", 86.9, 4, 46_540)]
+    [chain] = Explainer(events, broker_events, []).explain([lost(44_821, 50_880, 39.4, 44.1)])["chains"]
+    assert chain["fault"] == 2 and chain["truncated_to"] == 44_821
+    assert chain["sentence"] == (
+        "chaos-4: 6,060 records lost (offsets 44,821–50,880), acknowledged by broker1 as leader in epoch 0 between "
+        "39.4 s and 44.1 s; while they were acknowledged: brokers: broker1 -/- broker2, broker3 at 16.0 s "
+        "(fault 1); power cut broker1 at 61.0 s (fault 2); broker1 recovered its log cut at 44,821 (the rest "
+        "never reached its disk) at 68.5 s; no replica holds them.")
+
+
+def test_an_unclean_election_is_named_in_the_chain() -> None:
+    broker_events = [leader("broker2", 5.0, 0, 0),
+                     ev("election", "broker3", 36.8, topic="chaos", partition=4, leader=3, leader_epoch=2,
+                        unclean=True),
+                     leader("broker3", 36.9, 2, 13_510)]
+    [chain] = Explainer(KILL, broker_events, []).explain([lost(13_545, 13_600, 15.0, 15.5)])["chains"]
+    assert "broker3 uncleanly elected leader in epoch 2 with log end 13,510 at 36.9 s" in chain["sentence"]
+
+
+def test_what_no_fault_or_no_removal_explains_is_listed_with_the_reason() -> None:
+    no_fault = Explainer([], KILL_EVENTS, []).explain([lost(12_698, 13_354, 15.2, 15.6)])
+    assert no_fault["chains"] == [] and "no fault was under way" in no_fault["unexplained"][0]["why"]
+    assert no_fault["lost_by_fault"] == [{"fault": None, "label": "unexplained", "lost": 657, "divergent": 0,
+                                          "duplicated": 0}]
+    nothing_removed = Explainer(KILL, [leader("broker2", 5.0, 0, 0)], []).explain([lost(100, 120, 15.2, 15.6)])
+    assert "no new leader and no cut of its log" in nothing_removed["unexplained"][0]["why"]
+    no_time = Explainer(KILL, KILL_EVENTS, []).explain([{**lost(1, 2, 0, 0), "first_ns": None, "last_ns": None}])
+    assert "no acknowledgement time" in no_time["unexplained"][0]["why"]
+
+
+def test_duplicates_say_whether_one_batch_was_appended_twice_or_sent_again() -> None:
+    """Two examples: one whose copies sit in batches of one producer id, epoch and base sequence (appended twice),
+    one whose second copy came in a batch of a bumped producer epoch (sent again)."""
+    disks = [batch("broker2", 100, 109, 0, seq=50), batch("broker2", 2_100, 2_109, 0, seq=50),
+             batch("broker2", 200, 209, 0, seq=60), batch("broker2", 2_200, 2_209, 0, pepoch=1, seq=0)]
+
+    def example(seq: int, offsets: list[int]) -> dict[str, Any]:
+        return {"producer": "p0", "seq": seq, "reads": [
+            {"phase": "final", "topic": "chaos", "partition": 4, "offset": o} for o in offsets]}
+
+    examples = {"duplicated": [example(1, [100, 2_100]), example(2, [2_200, 200])]}
+    r = {**lost(100, 2_209, 21.5, 22.0, "duplicated"), "count": 2}  # sent again to broker3 after the kill
+    [chain] = Explainer(KILL, KILL_EVENTS, disks, examples).explain([r])["chains"]
+    assert chain["copies"]["same_batch_twice"] == 1 and chain["copies"]["sent_again"] == 1
+    assert chain["copies"]["examples"][1]["batches"][1]["producer_epoch"] == 1
+    assert (chain["fault"], chain["leader"]) == (1, "broker3")
+    assert "of 2 examples, 1 sit in one batch appended twice" in chain["sentence"]
+
+
+def test_faults_are_numbered_in_start_order_and_skipped_ones_are_not() -> None:
+    events = fault("pause", "broker3", 30.0, 35.0, "SIGSTOP broker3") + KILL + [
+        {"kind": "fault", "fault": "kill", "phase": "skipped", "targets": [], "start_ns": None, "detail": "no leader"}]
+    assert [(w["index"], w["detail"], w["end_ns"]) for w in fault_applications(events)] == [
+        (1, "SIGKILL broker2", 23_900_000_000), (2, "SIGSTOP broker3", 35 * S)]
