@@ -193,7 +193,7 @@ class Explainer:
                 return None, (f"{node} acknowledged them as leader in epoch {epoch}, but no new leader and no cut of "
                               f"its log is logged after {seconds(first)}")
             moment = min(moments)
-        fault = self.fault_for(node, first, moment)
+        fault = self.fault_for(node, first, moment, latest=r["anomaly"] != "duplicated")
         if fault is None:
             return None, (f"no fault was under way on {node} (leader in epoch {epoch}) or anywhere between "
                           f"{seconds(first)} and {seconds(moment)}")
@@ -219,15 +219,17 @@ class Explainer:
         chain["sentence"] = sentence(part.name, chain, steps, self.have_disks)
         return chain, ""
 
-    def fault_for(self, node: str, first: int, moment: int) -> Event | None:
-        """The last fault applied to ``node`` before ``moment`` and not healed before ``first``; failing that,
-        the last fault anywhere under way between them (a fault on another node can move leadership too)."""
+    def fault_for(self, node: str, first: int, moment: int, latest: bool = True) -> Event | None:
+        """A fault applied to ``node`` before ``moment`` and not healed before ``first``; failing that, one under way
+        anywhere between them (a fault on another node can move leadership too). ``latest``: the last applied
+        (what removed the records); else the first (what the re-sends of duplicates ran under)."""
         def live(w: Event) -> bool:
             return w["start_ns"] <= moment and (w["end_ns"] is None or w["end_ns"] + AFTER_NS >= first)
         on_node = [w for w in self.faults if node in w["targets"] and live(w)]
-        anywhere = [w for w in self.faults if live(w)]
-        found = on_node or anywhere
-        return max(found, key=lambda w: w["start_ns"]) if found else None
+        found = on_node or [w for w in self.faults if live(w)]
+        if not found:
+            return None
+        return max(found, key=lambda w: w["start_ns"]) if latest else min(found, key=lambda w: w["start_ns"])
 
     def succession(self, part: Partition, successor: Event) -> str:
         election = part.election(successor)
@@ -245,7 +247,8 @@ class Explainer:
         for ex in self.examples.get("duplicated", []):
             offsets = sorted({rd["offset"] for rd in ex.get("reads", []) if rd.get("phase") == "final"
                               and rd.get("topic") == r["topic"] and rd.get("partition") == r["partition"]})
-            if len(offsets) < 2:
+            low, high = r.get("min_offset"), r.get("max_offset")
+            if len(offsets) < 2 or (low is not None and high is not None and not low <= offsets[0] <= high):
                 continue
             found = [part.batch_at(None, o) for o in offsets[:2]]
             if any(b is None for b in found):
