@@ -24,6 +24,7 @@ from typing import Any
 Event = dict[str, Any]
 
 EXPLAINED = ("lost", "divergent", "duplicated")
+BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
 STOPPING = ("kill", "power-loss")  # faults whose victim's process is gone until it starts again
 _BROKER = re.compile(r"^broker(\d+)$")
@@ -41,6 +42,8 @@ def fault_applications(events: Iterable[Event]) -> list[Event]:
                                      "end_ns": None, "detail": e.get("detail")})
         if e.get("phase") == "heal":
             w["end_ns"] = e.get("end_ns")
+        else:  # written once the fault had taken effect (a killed process is gone by then)
+            w["applied_ns"] = e.get("time_ns", e["start_ns"])
     ordered = sorted(windows.values(), key=lambda w: w["start_ns"])
     for i, w in enumerate(ordered, 1):
         w["index"] = i
@@ -95,16 +98,30 @@ class Partition:
                 return e
         return None
 
-    def holders(self, epoch: int | None, low: int | None, high: int | None) -> dict[str, int]:
-        """Per replica, how many offsets of [low, high] it holds in batches written in leader epoch ``epoch``."""
+    def holders(self, epoch: int | None, low: int | None, high: int | None,
+                made: tuple[int, int] | None) -> dict[str, int]:
+        """Per replica, how many offsets of [low, high] it holds in batches written in leader epoch ``epoch`` and,
+        when ``made`` is given, created by the producer within that wall-clock window (ms): after a power cut on
+        every replica a leader may append in an epoch it had already used, at the same offsets."""
         held: dict[str, int] = defaultdict(int)
         if epoch is None or low is None or high is None:
             return held
+        read = self.final_leader_batches()
         for b in self.batches:
+            created = b.get("create_time_ms")
+            if made is not None and created is not None and not made[0] <= created <= made[1]:
+                continue
+            if batch_identity(b) in read:  # what the last leader holds, the final read read: not the lost records
+                continue
             if b.get("leader_epoch") == epoch and b["base_offset"] <= high and b["last_offset"] >= low \
                     and not b.get("control"):
                 held[b["node"]] += min(high, b["last_offset"]) - max(low, b["base_offset"]) + 1
         return held
+
+    def final_leader_batches(self) -> set[tuple[Any, ...]]:
+        """The batches of the partition's last leader (whose log the final read-back read), by identity."""
+        leaders = [e["node"] for e in self.events if e["kind"] == "become_leader"]
+        return {batch_identity(b) for b in self.batches if leaders and b["node"] == leaders[-1]}
 
     def batch_at(self, node: str | None, offset: int) -> Event | None:
         """The batch holding ``offset`` on ``node`` (any replica when None)."""
@@ -116,7 +133,9 @@ class Explainer:
     """Chains for a run's anomaly ranges, from its events, broker events and replica batches."""
 
     def __init__(self, events: list[Event], broker_events: list[Event], batches: list[Event] | None,
-                 examples: dict[str, list[Event]] | None = None) -> None:
+                 examples: dict[str, list[Event]] | None = None, started_ms: int | None = None) -> None:
+        """``started_ms``: the run's wall-clock start (ms since the epoch), to place the batches' create times."""
+        self.started_ms = started_ms
         self.faults = fault_applications(events)
         self.have_disks = batches is not None
         self.examples = examples or {}
@@ -207,7 +226,9 @@ class Explainer:
         if cut is not None and r["anomaly"] != "duplicated":
             steps.append(step(cut, cut_phrase(cut)))
         steps[1:] = sorted(steps[1:], key=lambda s: s["time_ns"])
-        held = part.holders(epoch, r.get("min_offset"), r.get("max_offset"))
+        made = None if self.started_ms is None else \
+            (self.started_ms + (first - BATCH_AGE_NS) // 10**6, self.started_ms + last // 10**6 + 1)
+        held = part.holders(epoch, r.get("min_offset"), r.get("max_offset"), made)
         chain = {k: r.get(k) for k in ("anomaly", "topic", "partition", "count", "first_ns", "last_ns",
                                        "min_offset", "max_offset")}
         chain.update(fault=fault["index"], fault_hit_leader=node in fault["targets"], leader=node,
@@ -241,13 +262,16 @@ class Explainer:
                 f"{successor.get('leader_epoch')}" + ("" if end is None else f" with log end {end:,}"))
 
     def copies(self, part: Partition, r: Event) -> dict[str, Any]:
-        """For the duplicated examples of this range: the batch of each copy on the final leader's disk, and
-        whether the copies came from one batch appended twice or from records the client sent again."""
-        same, again, seen = 0, 0, []
+        """For the duplicated examples of this range: the batch of each copy on a replica's disk, and whether the
+        copies are one batch appended twice (same producer id, producer epoch and base sequence), records the
+        idempotent client sent again in another batch, or retries of a producer without a producer id (not
+        idempotent: Kafka cannot tell a retry from a new record)."""
+        tally = {"same_batch_twice": 0, "sent_again": 0, "not_idempotent": 0}
+        seen = []
+        low, high = r.get("min_offset"), r.get("max_offset")
         for ex in self.examples.get("duplicated", []):
             offsets = sorted({rd["offset"] for rd in ex.get("reads", []) if rd.get("phase") == "final"
                               and rd.get("topic") == r["topic"] and rd.get("partition") == r["partition"]})
-            low, high = r.get("min_offset"), r.get("max_offset")
             if len(offsets) < 2 or (low is not None and high is not None and not low <= offsets[0] <= high):
                 continue
             found = [part.batch_at(None, o) for o in offsets[:2]]
@@ -257,16 +281,22 @@ class Explainer:
             seen.append({"producer": ex["producer"], "seq": ex["seq"], "offsets": offsets[:2],
                          "batches": [{k: b.get(k) for k in ("base_offset", "producer_id", "producer_epoch",
                                                             "base_sequence", "leader_epoch")} for b in found]})
-            if ids[0] == ids[1]:
-                same += 1
-            else:
-                again += 1
-        return {"same_batch_twice": same, "sent_again": again, "examples": seen[:5]}
+            kind = "not_idempotent" if (ids[0][0] or -1) < 0 else "same_batch_twice" if ids[0] == ids[1] \
+                else "sent_again"
+            tally[kind] += 1
+        return {**tally, "examples": seen[:5]}
+
+
+def batch_identity(b: Event) -> tuple[Any, ...]:
+    """What makes two replicas' batches the same batch (a follower copies a batch whole)."""
+    return (b["base_offset"], b["last_offset"], b.get("leader_epoch"), b.get("producer_id"), b.get("producer_epoch"),
+            b.get("base_sequence"), b.get("create_time_ms"))
 
 
 def process_stops(faults: Iterable[Event]) -> list[Event]:
-    """A ``process_stop`` for every node a kill or a power cut took down (its log cannot say so itself)."""
-    return [{"kind": "process_stop", "node": node, "time_ns": w["start_ns"], "line": 0}
+    """A ``process_stop`` for every node a kill or a power cut took down (its log cannot say so itself), at the
+    moment the fault was known to have taken effect: acks may still arrive between its start and then."""
+    return [{"kind": "process_stop", "node": node, "time_ns": w.get("applied_ns", w["start_ns"]), "line": 0}
             for w in faults if w["fault"] in STOPPING for node in w["targets"]]
 
 
@@ -318,10 +348,12 @@ def sentence(name: str, chain: Event, steps: list[Event], have_disks: bool) -> s
     parts += [s["what"] if s["line"] is None else f"{s['what']} at {seconds(s['time_ns'])}" for s in steps[1:]]
     if chain["anomaly"] == "duplicated":
         c = chain["copies"]
-        if c["same_batch_twice"] or c["sent_again"]:
-            parts.append(f"of {c['same_batch_twice'] + c['sent_again']} examples, {c['same_batch_twice']} sit in one "
-                         f"batch appended twice (same producer id, epoch, base sequence), {c['sent_again']} were "
-                         f"sent again in another batch")
+        n = c["same_batch_twice"] + c["sent_again"] + c["not_idempotent"]
+        if n:
+            parts.append(f"of {n} examples on disk, {c['same_batch_twice']} sit in one batch appended twice (same "
+                         f"producer id, epoch, base sequence), {c['sent_again']} were sent again by the idempotent "
+                         f"client in another batch, {c['not_idempotent']} were retries of a producer with no "
+                         f"producer id")
     elif not have_disks:
         parts.append("the replicas' disks were not read")
     elif chain["held_by"]:

@@ -53,8 +53,10 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
         return None
     notes: list[str] = []
     batches = read_replica_batches(run.history, notes) if run.replica_batches.is_file() else None
+    started = wall_start(read_scenario(run))
     explained = Explainer(read_events(run.history, notes), read_broker_events(run.history, notes), batches,
-                          results.get("examples")).explain(ranges)
+                          results.get("examples"), None if started is None else int(started.timestamp() * 1000)
+                          ).explain(ranges)
     explained["notes"] = notes
     return explained
 

@@ -94,10 +94,25 @@ def test_a_leader_killed_after_acknowledging_alone_is_the_chain_of_its_lost_reco
 
 
 def test_a_replica_still_holding_the_old_epochs_batches_is_named() -> None:
-    disks = [batch("broker1", 12_600, 12_999, 0)]  # broker1 kept part of epoch 0's tail (it was not in sync)
+    disks = [batch("broker1", 12_600, 12_999, 0),  # broker1 kept part of epoch 0's tail (it was not in sync)
+             batch("broker1", 13_000, 13_099, 0, seq=400), batch("broker3", 13_000, 13_099, 0, seq=400)]
+    # ... and 13,000-13,099 in epoch 0 is also what broker3, the last leader, holds: what the final read read
     [chain] = Explainer(KILL, KILL_EVENTS, disks).explain([lost(12_698, 13_354, 15.2, 15.6)])["chains"]
     assert chain["held_by"] == {"broker1": 302}
     assert chain["sentence"].endswith("still on broker1 (302 offsets).")
+
+
+def test_a_batch_of_the_same_epoch_made_long_after_the_acks_does_not_hold_them() -> None:
+    """After a power cut on every replica a leader may append again in an epoch it had used, at the same offsets;
+    the batch's create time (the producer's wall clock) tells the later batch from the lost one."""
+    started_ms = 1_795_000_000_000
+    disks = [{**batch("broker1", 12_698, 12_719, 0), "create_time_ms": started_ms + 61_400}]
+    explain = Explainer(KILL, KILL_EVENTS, disks, started_ms=started_ms).explain
+    [chain] = explain([lost(12_698, 13_354, 15.2, 15.6)])["chains"]
+    assert chain["held_by"] == {}
+    disks[0]["create_time_ms"] = started_ms + 15_300
+    [chain] = explain([lost(12_698, 13_354, 15.2, 15.6)])["chains"]
+    assert chain["held_by"] == {"broker1": 22}
 
 
 def test_without_the_disks_the_chain_says_so_rather_than_that_nothing_holds_them() -> None:
@@ -160,7 +175,18 @@ def test_duplicates_say_whether_one_batch_was_appended_twice_or_sent_again() -> 
     assert chain["copies"]["same_batch_twice"] == 1 and chain["copies"]["sent_again"] == 1
     assert chain["copies"]["examples"][1]["batches"][1]["producer_epoch"] == 1
     assert (chain["fault"], chain["leader"]) == (1, "broker3")
-    assert "of 2 examples, 1 sit in one batch appended twice" in chain["sentence"]
+    assert "of 2 examples on disk, 1 sit in one batch appended twice" in chain["sentence"]
+    assert ", 1 were sent again by the idempotent client in another batch, 0 were retries" in chain["sentence"]
+
+
+def test_duplicates_of_a_producer_without_idempotence_are_not_called_one_batch_appended_twice() -> None:
+    disks = [batch("broker2", 100, 109, 0, pid=-1, pepoch=-1, seq=-1),
+             batch("broker2", 2_100, 2_109, 0, pid=-1, pepoch=-1, seq=-1)]
+    examples = {"duplicated": [{"producer": "p0", "seq": 1, "reads": [
+        {"phase": "final", "topic": "chaos", "partition": 4, "offset": o} for o in (100, 2_100)]}]}
+    r = {**lost(100, 2_109, 21.5, 22.0, "duplicated"), "count": 1}
+    [chain] = Explainer(KILL, KILL_EVENTS, disks, examples).explain([r])["chains"]
+    assert (chain["copies"]["not_idempotent"], chain["copies"]["same_batch_twice"]) == (1, 0)
 
 
 def test_faults_are_numbered_in_start_order_and_skipped_ones_are_not() -> None:

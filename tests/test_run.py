@@ -16,6 +16,7 @@ import pytest
 
 from clusters.cleanup import remove_orphans
 from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+from forensics.chains import fault_applications
 from helpers import jsonl
 
 pytestmark = pytest.mark.cluster
@@ -98,7 +99,27 @@ def test_a_short_run_that_loses_data_is_caught_end_to_end(tmp_path: Path) -> Non
     assert results["faults"]["applied"] >= 1
     assert f"lost {counts['lost']:,}" in result.stdout and "expectations met" in result.stdout
     report = (run / "report.html").read_text()
-    assert 'id="verdict"' in report and f"<td>lost</td><td class=\"num\">{counts['lost']:,}</td>" in report
+    assert 'id="verdict"' in report
+    assert_lost_records_explained(run, results)
+
+
+def assert_lost_records_explained(run: Path, results: dict) -> None:
+    """Every broker's copy of every partition was read before teardown, and every lost message is in a chain
+    or listed as unexplained; here, with one fault that cut the leader off, all of them are in chains from it."""
+    batches = jsonl(run / "history" / "replica-batches.jsonl")
+    assert {(b["node"], b["partition"]) for b in batches} == {(f"broker{i}", p) for i in (1, 2, 3) for p in range(3)}
+    finals = {(e["partition"], e["high_watermark"]) for e in jsonl(run / "history" / "events.jsonl")
+              if e["kind"] == "final-read"}
+    for partition, high_watermark in finals:  # every replica ends in sync: its log reaches the high watermark
+        ends = {b["node"]: b["last_offset"] for b in batches if b["partition"] == partition}
+        assert all(end + 1 >= high_watermark for end in ends.values()), (partition, high_watermark, ends)
+    forensics = results["forensics"]
+    by_fault = forensics["lost_by_fault"]
+    assert sum(row["lost"] for row in by_fault) == results["counts"]["lost"]
+    faults = fault_applications(jsonl(run / "history" / "events.jsonl"))
+    assert forensics["unexplained"] == [] and forensics["chains"]
+    assert all(c["leader"] in faults[c["fault"] - 1]["targets"] for c in forensics["chains"])
+    assert all(c["sentence"].startswith(f"chaos-{c['partition']}: ") for c in forensics["chains"])
 
 
 def test_a_harness_killed_mid_run_leaves_a_checkable_history(tmp_path: Path,
