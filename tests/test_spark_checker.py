@@ -354,6 +354,9 @@ def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, both_formats: 
     ("events", {**final_read(), "high_watermark": "9"}),
     ("events", {k: v for k, v in committed(3).items() if k != "offset"}),
     ("events", [1, 2]),
+    ("sends", {**send("p0", 1), "complete_ns": "5"}),
+    ("sends", {**send("p0", 1), "complete_ns": 5.5}),
+    ("sends", {**send("p0", 1), "complete_ns": True}),
     ("sends", {**send("p0", 1), "txn": "3"}),
     ("sends", {**send("p0", 1), "txn": True}),
     ("sends", {**send("p0", 1), "from_producer": "p9"}),
@@ -432,6 +435,8 @@ def test_isolation_and_source_fields_as_the_reference_reads_them(spark: Any, bot
     "\f",
     {**send("p0", 7), "fault": "kill", "note": "odd } {"},
     {**send("p0", 7), "nested": {"producer": 5, "partition": "x"}},
+    {**send("p0", 7), "complete_ns": None},
+    {k: v for k, v in send("p0", 7).items() if k != "complete_ns"},
 ])
 def test_unusual_but_valid_lines_are_accepted(spark: Any, both_formats: str, tmp_path: Path, line: Any) -> None:
     h = clean()
