@@ -26,6 +26,8 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    Hanging transactions come from the events, in the driver.
 3. examples, only when something was found: one ranking job, a few small
    lookups, and the lines shown read back from the JSON lines.
+4. anomaly_ranges, only when something is lost, duplicated or divergent: one
+   job places the cached findings in time (anomaly_ranges.py).
 
 Counts, ``valid``, notes and examples follow checkers/reference.py exactly;
 tests/test_spark_checker.py holds the two to the same results.
@@ -46,6 +48,7 @@ from rundir.layout import RunDir, require_history
 from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
+from spark_analysis.anomaly_ranges import anomaly_ranges
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
                                   Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few, complete_sql,
@@ -278,7 +281,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         else:
             examples = {a: [] for a in ANOMALIES}
 
-        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes)
+        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes,
+                                anomaly_ranges(messages, positions, acks, enc, counts))
     finally:
         for df in cached:
             df.unpersist()

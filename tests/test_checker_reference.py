@@ -576,9 +576,12 @@ def test_history_built_in_memory(tmp_path: Path) -> None:
     h["sends"].append(send("p0", 3))
     on_disk = read_history(make_run(tmp_path, **h) / "history")
     in_memory = History(sends=on_disk.sends, reads=on_disk.reads, events=on_disk.events)
-    [example] = check(in_memory, NONE)["examples"]["lost"]
+    results = check(in_memory, NONE)
+    [example] = results["examples"]["lost"]
     assert example["send"] == {"producer": "p0", "seq": 3, "topic": TOPIC, "partition": 0, "offset": 3,
                                "status": "ok", "complete_ns": 4}
+    assert results["anomaly_ranges"] == [{"anomaly": "lost", "topic": TOPIC, "partition": 0, "count": 1,
+                                          "first_ns": 4, "last_ns": 4, "min_offset": 3, "max_offset": 3}]
 
 
 def test_ack_without_partition_is_judged_against_its_topic(tmp_path: Path) -> None:
