@@ -7,8 +7,10 @@ validity rule (DESIGN.md, "Anomalies") and one wording of every note.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from checkers.producer_settings import effective_producer, producer_client, producer_config
 from rundir.documents import SCHEMA_VERSION
@@ -70,6 +72,70 @@ def summary_keys(counts: dict[str, int]) -> tuple[str, ...]:
     if any(counts.get(k) for k in TRANSACTION_SUMMARY):
         return SUMMARY + TRANSACTION_SUMMARY
     return SUMMARY
+
+# --- anomaly_ranges: where and when the victims sit -------------------------------------------------
+
+# A fault's effect is bounded in time, so the victims of one fault form a time island: entries of one anomaly in
+# one partition closer than RANGE_GAP_NS to the previous one are one range. Every message would be too large for
+# results.json; the ranges say where and when each anomaly happened (forensics' causal chains, issue #20).
+RANGE_ANOMALIES = ("lost", "duplicated", "divergent")
+RANGE_GAP_NS = 1_000_000_000
+
+
+class RangeEntry(NamedTuple):
+    """One victim before grouping: a lost message, a duplicated message in one partition, or a divergent position.
+
+    ``ns``: the winning send's complete_ns (lost, duplicated), the earliest
+    complete_ns of the acks at the position (divergent); None when unknown.
+    """
+
+    anomaly: str
+    topic: str
+    partition: int | None
+    ns: int | None
+    min_offset: int | None
+    max_offset: int | None
+
+
+def anomaly_ranges(entries: Iterable[RangeEntry]) -> list[dict[str, Any]]:
+    """The time islands of the entries, per (anomaly, topic, partition), in ``ordered_ranges`` order.
+
+    A new range starts where an entry's ns exceeds the previous one's by more
+    than RANGE_GAP_NS; the entries without ns are one range of their own.
+    """
+    by_partition: dict[tuple[str, str, int | None], list[RangeEntry]] = defaultdict(list)
+    for entry in entries:
+        by_partition[(entry.anomaly, entry.topic, entry.partition)].append(entry)
+    ranges = []
+    for (anomaly, topic, partition), group in by_partition.items():
+        islands: list[list[RangeEntry]] = []
+        last_ns = 0
+        for ns, entry in sorted(((e.ns, e) for e in group if e.ns is not None), key=lambda timed: timed[0]):
+            if not islands or ns - last_ns > RANGE_GAP_NS:
+                islands.append([])
+            islands[-1].append(entry)
+            last_ns = ns
+        untimed = [e for e in group if e.ns is None]
+        for island in islands + ([untimed] if untimed else []):
+            offsets = [o for e in island for o in (e.min_offset, e.max_offset) if o is not None]
+            ranges.append(range_record(anomaly, topic, partition, len(island), island[0].ns, island[-1].ns,
+                                       min(offsets, default=None), max(offsets, default=None)))
+    return ordered_ranges(ranges)
+
+
+def range_record(anomaly: str, topic: str, partition: int | None, count: int, first_ns: int | None,
+                 last_ns: int | None, min_offset: int | None, max_offset: int | None) -> dict[str, Any]:
+    """One range as results.json lists it: one shape, in one key order, from both engines."""
+    return {"anomaly": anomaly, "topic": topic, "partition": partition, "count": count, "first_ns": first_ns,
+            "last_ns": last_ns, "min_offset": min_offset, "max_offset": max_offset}
+
+
+def ordered_ranges(ranges: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """By anomaly (RANGE_ANOMALIES' order), topic, partition, then first_ns; a null partition or first_ns last."""
+    return sorted(ranges, key=lambda r: (RANGE_ANOMALIES.index(r["anomaly"]), r["topic"],
+                                         r["partition"] is None, r["partition"] or 0,
+                                         r["first_ns"] is None, r["first_ns"] or 0))
+
 
 # --- the notes: what the counts alone would hide, worded once for both checkers ---------------------
 
@@ -202,8 +268,9 @@ def validity(counts: dict[str, int], promises: Promises) -> bool:
 
 def results_document(checker: str, counts: dict[str, int], promises: Promises, cut_short: bool,
                      incomplete: list[tuple[str, int]], examples: dict[str, list[Any]],
-                     notes: list[str]) -> dict[str, Any]:
-    """The results.json shape, one place for every engine so they cannot drift apart."""
+                     notes: list[str], ranges: list[dict[str, Any]]) -> dict[str, Any]:
+    """The results.json shape, one place for every engine so they cannot drift apart (``ranges``:
+    ``anomaly_ranges``)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "checker": checker,
@@ -215,5 +282,6 @@ def results_document(checker: str, counts: dict[str, int], promises: Promises, c
         "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
         "cut_short": cut_short,
         "examples": examples,
+        "anomaly_ranges": ranges,
         "notes": notes,
     }

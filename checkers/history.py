@@ -53,6 +53,7 @@ class Send(NamedTuple):
     txn: int | None = None  # the producer's transaction number; None outside transactions
     from_producer: str | None = None  # an exactly-once pipeline's output: the input message it came from
     from_seq: int | None = None
+    complete_ns: int | None = None  # when the outcome was known: places a lost message in time (anomaly_ranges)
 
 
 class Read(NamedTuple):
@@ -126,7 +127,7 @@ class History:
 def _without_line(record: dict[str, Any]) -> dict[str, Any]:
     """A tuple as the line it stands for: no line number, and the transaction fields only where they say something."""
     record.pop("line", None)
-    for name in ("txn", "from_producer", "from_seq"):
+    for name in ("txn", "from_producer", "from_seq", "complete_ns"):
         if record.get(name, 0) is None:
             del record[name]
     if "committed" in record:
@@ -190,11 +191,13 @@ def parse_send(obj: dict[str, Any], line: int) -> Send:
     producer, seq, topic, status = get("producer"), get("seq"), get("topic"), get("status")
     partition, offset = get("partition", _ABSENT), get("offset")
     status = SEND_STATUSES.get(status) if type(status) is str else None
-    txn = get("txn")
+    txn, complete_ns = get("txn"), get("complete_ns")
     if (type(producer) is str and type(seq) is int and type(topic) is str and status is not None
             and (partition is None or type(partition) is int) and (offset is None or type(offset) is int)
-            and (txn is None or type(txn) is int) and get("from_producer") is None):
-        return Send(_intern(producer), seq, _intern(topic), partition, offset, status, line, txn)
+            and (txn is None or type(txn) is int) and get("from_producer") is None
+            and (complete_ns is None or type(complete_ns) is int)):
+        return Send(_intern(producer), seq, _intern(topic), partition, offset, status, line, txn,
+                    complete_ns=complete_ns)
     return checked_send(obj, line)
 
 
@@ -210,6 +213,7 @@ def checked_send(obj: dict[str, Any], line: int) -> Send:
         line=line,
         txn=field_of(obj, "txn", int, nullable=True, optional=True),
         **_source(obj),
+        complete_ns=field_of(obj, "complete_ns", int, nullable=True, optional=True),
     )
 
 

@@ -26,6 +26,9 @@ checker can make the same ones:
   pairs; live reads with no group take part in neither.
 - Several committed events for one (group, partition): the last one wins; a
   null offset means the group never committed there.
+- ``anomaly_ranges`` (checkers/anomalies.py): a divergent position is placed
+  in time by the earliest ``complete_ns`` of the winning ok sends acknowledged
+  there (in a transaction or not, as for divergence itself).
 - Examples are the 20 smallest findings (by (producer, seq[, group]) or by
   position); an example's reads are the first 10 in reads.jsonl order; a
   divergent position's ``send`` is an ack there that some read there
@@ -36,13 +39,13 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
-                                repeated_sends_note, results_document, transaction_notes)
+from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly_ranges, judgement_notes,
+                                promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INFO, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
 from rundir.documents import committed_offsets, final_read_completeness, pipelines, read_scenario
@@ -442,7 +445,7 @@ def _check(history: History, promises: Promises) -> dict[str, Any]:
     incomplete = incomplete_partitions(judge)
     add_notes(notes, judge, found)
     return results_document("python", counts, promises, history.cut_short, incomplete,
-                            examples(history, judge, found), notes)
+                            examples(history, judge, found), notes, anomaly_ranges(range_entries(judge, found)))
 
 
 def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
@@ -498,6 +501,46 @@ def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
     notes += transaction_notes(txns_unknown=sum(1 for t in judge.txns.values() if t.outcome == UNKNOWN),
                                pipeline_unprocessed=found.pipeline_unprocessed,
                                pipeline_unverifiable=found.pipeline_unverifiable)
+
+
+# --- anomaly ranges ----------------------------------------------------------------------------------
+
+
+def range_entries(judge: Judge, found: Findings) -> Iterator[RangeEntry]:
+    """The entries anomaly_ranges groups: each lost message (at its winning send), each duplicated message per
+    partition of its final reads, each divergent position (at its earliest ack)."""
+    sends = judge.sends
+    # both hold messages (only the consumer anomalies hold (producer, seq, group) keys)
+    lost: set[Msg] = found.messages["lost"]  # type: ignore[assignment]
+    duplicated: set[Msg] = found.messages["duplicated"]  # type: ignore[assignment]
+    for msg in lost:
+        s = sends[msg]
+        yield RangeEntry("lost", s.topic, s.partition, s.complete_ns, s.offset, s.offset)
+    for msg in duplicated:
+        send = sends.get(msg)
+        offsets: dict[Part, list[int]] = defaultdict(list)
+        for topic, partition, offset in judge.reads.final_positions[msg]:
+            offsets[(topic, partition)].append(offset)
+        for (topic, partition), found_at in offsets.items():
+            yield RangeEntry("duplicated", topic, partition, None if send is None else send.complete_ns,
+                             min(found_at), max(found_at))
+    divergent = found.positions["divergent"]
+    earliest = earliest_acks(sends.values(), divergent)
+    for topic, partition, offset in divergent:
+        yield RangeEntry("divergent", topic, partition, earliest.get((topic, partition, offset)), offset, offset)
+
+
+def earliest_acks(sends: Iterable[Send], positions: set[Pos]) -> dict[Pos, int]:
+    """The smallest complete_ns of the acks (ok sends) naming each of these positions, where some ack has one."""
+    earliest: dict[Pos, int] = {}
+    if not positions:
+        return earliest
+    for s in sends:
+        if s.status == OK and s.partition is not None and s.offset is not None and s.complete_ns is not None:
+            pos = (s.topic, s.partition, s.offset)
+            if pos in positions and (pos not in earliest or s.complete_ns < earliest[pos]):
+                earliest[pos] = s.complete_ns
+    return earliest
 
 
 # --- examples ---------------------------------------------------------------------------------------

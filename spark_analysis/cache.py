@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
 
-FORMAT = "3"  # bump when the layout or the conversion rules change: older caches are rebuilt
+FORMAT = "4"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns)
 KEY = "kchaos."
 INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
 

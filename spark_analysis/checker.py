@@ -26,6 +26,8 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    Hanging transactions come from the events, in the driver.
 3. examples, only when something was found: one ranking job, a few small
    lookups, and the lines shown read back from the JSON lines.
+4. anomaly_ranges, only when something is lost, duplicated or divergent: one
+   job places the cached findings in time (anomaly_ranges.py).
 
 Counts, ``valid``, notes and examples follow checkers/reference.py exactly;
 tests/test_spark_checker.py holds the two to the same results.
@@ -46,9 +48,10 @@ from rundir.layout import RunDir, require_history
 from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
+from spark_analysis.anomaly_ranges import anomaly_ranges
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
-                                  Pipeline, PositionCounts, Scope, acked, acked_lines, complete_sql,
+                                  Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few, complete_sql,
                                   exact_message_metrics, exact_messages, fast_message_metrics, fast_messages,
                                   from_fast, message_counts, observed, outside_complete_sql, position_metrics,
                                   position_table, reordered_table, sql_conf, tagged_rows, topic_complete,
@@ -65,7 +68,6 @@ if TYPE_CHECKING:
 CHECKER = "spark"
 INPUT_FORMATS = ("parquet", "json")
 INPUT_ENV = "KCHAOS_SPARK_INPUT"
-BROADCAST_KEYS = 1_000_000  # ambiguous messages re-judged through a broadcast semi-join up to this many
 
 
 def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: str | None = None,
@@ -141,7 +143,6 @@ def check(spark: "SparkSession", history_dir: Path, promises: Promises,
 def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promises) -> dict[str, Any]:
     """The results.json dict for a history read by ``read_history``."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     notes = list(history.notes)
     assert history.sends.records is not None
@@ -178,7 +179,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             messages = found
         elif ambiguous:
             keys = found.filter("ambiguous").select("pid", "seq")
-            rows = tagged.join(F.broadcast(keys) if ambiguous <= BROADCAST_KEYS else keys, ["pid", "seq"], "left_semi")
+            rows = tagged.join(broadcast_if_few(keys, ambiguous), ["pid", "seq"], "left_semi")
             exact = exact_messages(rows, facts, ranges, scope, codes).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
             mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete, scope)).collect()[0].asDict())
@@ -280,7 +281,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         else:
             examples = {a: [] for a in ANOMALIES}
 
-        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes)
+        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes,
+                                anomaly_ranges(messages, positions, acks, enc, counts))
     finally:
         for df in cached:
             df.unpersist()

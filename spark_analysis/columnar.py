@@ -88,17 +88,18 @@ SENDS = Layout(
     parquet_name="sends.parquet",
     json_schema=pa.schema([("producer", pa.string()), ("seq", LONG), ("topic", pa.string()),
                            ("partition", LONG), ("offset", LONG), ("status", pa.string()), ("txn", LONG),
-                           ("from_producer", pa.string()), ("from_seq", LONG)]),
+                           ("from_producer", pa.string()), ("from_seq", LONG), ("complete_ns", LONG)]),
     stored={"pid": ("producers", "producer"), "seq": ("copy", "seq"), "tid": ("topics", "topic"),
             "partition": ("copy", "partition"), "offset": ("copy", "offset"), "status": ("status", "status"),
-            "txn": ("copy", "txn"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq")},
+            "txn": ("copy", "txn"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq"),
+            "complete_ns": ("copy", "complete_ns")},
     required=("producer", "seq", "topic", "status"),
     choices={"status": STATUS_CODES},
     present_if_null=("partition",),
     paired=(("from_producer", "from_seq"),),
     parse=parse_send,
     values=lambda s: (s.producer, s.seq, s.topic, s.partition, s.offset, s.status, s.txn, s.from_producer,
-                      s.from_seq),
+                      s.from_seq, s.complete_ns),
 )
 
 READS = Layout(

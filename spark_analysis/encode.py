@@ -31,7 +31,7 @@ INTENT_CODES = ("commit", "abort")  # what the application asked for (null: noth
 MAX_MASK_GROUPS = 64  # consumer groups whose ids fit a bit mask in one 64-bit long
 
 SENDS_COLUMNS = ("_key bigint, pid int, seq bigint, tid int, `partition` bigint, `offset` bigint, status tinyint, "
-                 "txn bigint")
+                 "txn bigint, complete_ns bigint")
 # committed: read with isolation read_committed; fpid, fseq: the input a pipeline's output record was made from
 READS_COLUMNS = ("_key bigint, gid int, final boolean, tid int, `partition` bigint, `offset` bigint, pid int, "
                  "seq bigint, committed boolean, fpid int, fseq bigint")
@@ -151,7 +151,7 @@ def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None",
     status = F.expr(" ".join(["CASE status"] + [f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items()] + ["END"]))
     enc_sends = (sends.join(producers, "producer")
                  .select("_key", "pid", "seq", topic_id.cast("int").alias("tid"), "partition", "offset",
-                         status.cast("tinyint").alias("status"), "txn"))
+                         status.cast("tinyint").alias("status"), "txn", "complete_ns"))
     if reads is None:
         enc_reads = no_reads(spark)
     else:

@@ -65,6 +65,17 @@ def sql_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, old)
 
 
+# A table of up to this many rows (keys, findings) is broadcast to the other side of a join rather than shuffled.
+BROADCAST_KEYS = 1_000_000
+
+
+def broadcast_if_few(table: "DataFrame", rows: int) -> "DataFrame":
+    """``table`` marked for a broadcast join when it has at most BROADCAST_KEYS rows (``rows``, counted before)."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(table) if rows <= BROADCAST_KEYS else table
+
+
 Ranges = dict[str, tuple[int, int]]  # column -> (low, high) of its values, where known
 MESSAGE_KEY = ("pid", "seq")
 POSITION_KEY = ("tid", "partition", "offset")

@@ -100,7 +100,7 @@ class FileKind:
 
 def _send_row(s: Any) -> dict[str, Any]:
     return {"producer": s.producer, "seq": s.seq, "topic": s.topic, "partition": s.partition,
-            "offset": s.offset, "status": s.status, "txn": s.txn}
+            "offset": s.offset, "status": s.status, "txn": s.txn, "complete_ns": s.complete_ns}
 
 
 def _read_row(r: Any) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def _choice(column: str, values: tuple[str, ...]) -> str:
 SENDS = FileKind(
     name=SENDS_FILE,
     schema="producer VARIANT, seq BIGINT, topic VARIANT, `partition` VARIANT, `offset` BIGINT, status STRING, "
-           "txn BIGINT, from_producer VARIANT, from_seq BIGINT, _corrupt STRING",
+           "txn BIGINT, from_producer VARIANT, from_seq BIGINT, complete_ns BIGINT, _corrupt STRING",
     good=" AND ".join([
         _is("j.producer", "STRING"), "j.seq IS NOT NULL", _is("j.topic", "STRING"),
         _is("j.`partition`", "BIGINT", "VOID"), "coalesce(j.status IN ('ok', 'fail', 'info'), false)", _source_ok(),
@@ -147,9 +147,10 @@ SENDS = FileKind(
         "offset": "j.`offset`",
         "status": "j.status",
         "txn": "j.txn",
+        "complete_ns": "j.complete_ns",
     },
     output_types={"producer": "string", "seq": "bigint", "topic": "string", "partition": "bigint",
-                  "offset": "bigint", "status": "string", "txn": "bigint"},
+                  "offset": "bigint", "status": "string", "txn": "bigint", "complete_ns": "bigint"},
     parse=parse_send,
     to_row=_send_row,
     flag=("txn IS NOT NULL", lambda row: row["txn"] is not None),

@@ -439,6 +439,8 @@ def test_malformed_middle_line_names_the_line(tmp_path: Path) -> None:
      "history/sends.jsonl line 2: field 'status' must be 'ok', 'fail' or 'info', not 'done'"),
     ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "ok"},
      "history/sends.jsonl line 2: missing field 'partition'"),
+    ("sends", {**send("p0", 1), "complete_ns": "5"},
+     "history/sends.jsonl line 2: field 'complete_ns' must be an integer or null, not str"),
     ("reads", {**read("p0", 0, 0), "phase": "later"},
      "history/reads.jsonl line 2: field 'phase' must be 'live' or 'final', not 'later'"),
     ("reads", {**read("p0", 0, 0), "partition": None},
@@ -555,6 +557,7 @@ def test_write_results_is_atomic_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize("line", [
     send("p0", 1), send("p0", 2, status="fail"), send("p0", 3, status="info", partition=None),
     {**send("p0", 4), "offset": None}, {k: v for k, v in send("p0", 5, status="info").items() if k != "offset"},
+    {**send("p0", 6), "complete_ns": None}, {k: v for k, v in send("p0", 7).items() if k != "complete_ns"},
 ])
 def test_quick_and_checked_send_parsing_agree(line: dict[str, Any]) -> None:
     assert history_module.parse_send(line, 7) == history_module.checked_send(line, 7)
@@ -573,9 +576,12 @@ def test_history_built_in_memory(tmp_path: Path) -> None:
     h["sends"].append(send("p0", 3))
     on_disk = read_history(make_run(tmp_path, **h) / "history")
     in_memory = History(sends=on_disk.sends, reads=on_disk.reads, events=on_disk.events)
-    [example] = check(in_memory, NONE)["examples"]["lost"]
+    results = check(in_memory, NONE)
+    [example] = results["examples"]["lost"]
     assert example["send"] == {"producer": "p0", "seq": 3, "topic": TOPIC, "partition": 0, "offset": 3,
-                               "status": "ok"}
+                               "status": "ok", "complete_ns": 4}
+    assert results["anomaly_ranges"] == [{"anomaly": "lost", "topic": TOPIC, "partition": 0, "count": 1,
+                                          "first_ns": 4, "last_ns": 4, "min_offset": 3, "max_offset": 3}]
 
 
 def test_ack_without_partition_is_judged_against_its_topic(tmp_path: Path) -> None:

@@ -35,12 +35,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers import reference
-from checkers.anomalies import COUNTS
+from checkers.anomalies import COUNTS, RANGE_ANOMALIES, RANGE_GAP_NS
 from rundir.layout import NotJudged
 from rundir.lines import HistoryError
 from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session
+from test_anomaly_ranges import GROUPING_CASES, RANGES_HISTORY_EXPECTED, S, ranges_history, timed
 from test_checker_reference import clean, committed, final_read, make_run, read, send, write_jsonl
 from test_checker_transactions import CASES as TXN_CASES, cread, final_reads, tsend, txn, uread
 
@@ -94,6 +95,7 @@ def agree(spark: Any, run: Path) -> dict[str, Any]:
     assert got["notes"] == expected["notes"]
     for anomaly, examples in expected["examples"].items():
         assert got["examples"][anomaly] == examples, anomaly
+    assert json.dumps(got["anomaly_ranges"]) == json.dumps(expected["anomaly_ranges"])  # byte for byte
     assert got == expected
     return got
 
@@ -215,6 +217,7 @@ CASES: dict[str, dict[str, list]] = {
         "reads": [read("p0", -2 ** 62, -2 ** 62), read("p0", 2 ** 62, 2 ** 62), read("p0", 2 ** 62, 0)],
         "events": [final_read(high_watermark=2 ** 62 + 1), committed(2 ** 62)],
     },
+    "anomaly_ranges": ranges_history(),
     "unknown_fields_and_blank_lines": {**clean(), "sends": [{**send("p0", 0), "extra": {"nested": [1]}},
                                                             *clean()["sends"][1:]],
                                        "reads": clean()["reads"][:2] + ["   ", ""] + clean()["reads"][2:]},
@@ -354,6 +357,9 @@ def test_invalid_utf8_in_the_middle_is_the_same_error(spark: Any, both_formats: 
     ("events", {**final_read(), "high_watermark": "9"}),
     ("events", {k: v for k, v in committed(3).items() if k != "offset"}),
     ("events", [1, 2]),
+    ("sends", {**send("p0", 1), "complete_ns": "5"}),
+    ("sends", {**send("p0", 1), "complete_ns": 5.5}),
+    ("sends", {**send("p0", 1), "complete_ns": True}),
     ("sends", {**send("p0", 1), "txn": "3"}),
     ("sends", {**send("p0", 1), "txn": True}),
     ("sends", {**send("p0", 1), "from_producer": "p9"}),
@@ -432,6 +438,8 @@ def test_isolation_and_source_fields_as_the_reference_reads_them(spark: Any, bot
     "\f",
     {**send("p0", 7), "fault": "kill", "note": "odd } {"},
     {**send("p0", 7), "nested": {"producer": 5, "partition": "x"}},
+    {**send("p0", 7), "complete_ns": None},
+    {k: v for k, v in send("p0", 7).items() if k != "complete_ns"},
 ])
 def test_unusual_but_valid_lines_are_accepted(spark: Any, both_formats: str, tmp_path: Path, line: Any) -> None:
     h = clean()
@@ -489,6 +497,8 @@ def test_broken_scenario_is_the_same_error(spark: Any, tmp_path: Path) -> None:
 # --- generated histories ----------------------------------------------------------------------------
 
 PRODUCERS = ["p0", "p1", "pé"]
+# how far a send's complete_ns is after the one before: the same time, just inside and just past an island's gap
+STEPS = [0, 1, S // 3, RANGE_GAP_NS, RANGE_GAP_NS + 1, 4 * S]
 GROUPS = ["g", "h", None]
 
 
@@ -509,6 +519,8 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
     consumer groups too often or not at all below the commit; reads of
     messages never sent and of foreign values, repeated send lines, missing
     final-read events, a cut-short run, missing files and a cut-off last line.
+    Sends complete at times close together or far apart (or unknown), so
+    that anomaly_ranges finds islands.
 
     Half of them are transactional: some producers send in transactions of
     any outcome (or none recorded, or recorded twice), a read_committed
@@ -522,6 +534,7 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
     parts = [(t, p) for t in topics for p in range(draw(st.integers(1, 3)))]
     transactional = draw(st.booleans())
     next_offset = {part: 0 for part in parts}
+    clock = 0
     sends: list[Any] = []
     reads: list[Any] = []
     finals: list[dict[str, Any]] = []
@@ -543,6 +556,8 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
             if status == "ok" and draw(st.integers(0, 9)) == 0:
                 named = None  # an ack without a partition: judged against its topic
             line = send(producer, seq, status=status, partition=named, offset=offset, topic=topic)
+            clock += draw(st.sampled_from(STEPS))  # lost and duplicated messages in time islands, or in none
+            line["complete_ns"] = None if draw(st.integers(0, 15)) == 0 else clock
             if transactional:
                 line["txn"] = txn if in_txns else None
             if status == "ok" and draw(st.integers(0, 7)) == 0:
@@ -757,6 +772,50 @@ def test_every_anomaly_at_once(spark: Any, both_formats: str, tmp_path: Path) ->
     results = agree(spark, txn_run(tmp_path, everything_at_once()))
     c = results["counts"]
     assert all(c[name] for name in COUNTS), {name: c[name] for name in COUNTS if not c[name]}
+    # p0/6 and p0/8 lost, tp/1 of a committed transaction lost, p0/7 duplicated, two positions divergent (at p0/3's
+    # ack, and at the earlier of p0/4's and p0/7's)
+    assert [(r["anomaly"], r["topic"], r["partition"], r["count"], r["first_ns"], r["last_ns"])
+            for r in results["anomaly_ranges"]] == [("lost", "t", 0, 2, 7, 9), ("lost", "x", 1, 1, 2, 2),
+                                                    ("duplicated", "t", 0, 1, 8, 8), ("divergent", "t", 0, 2, 4, 5)]
+
+
+def _ranges_variant(name: str) -> dict[str, list[Any]]:
+    """ranges_history (tests/test_anomaly_ranges.py) judged along each path of the Spark checker."""
+    h = ranges_history()
+    if name == "exact":  # more consumer groups than a bit mask holds: every message through exact_messages
+        h["events"] = h["events"] + [committed(1, group=f"x{i:02}") for i in range(70)]
+    elif name == "repeated_sends":  # the acks come from the message table; the winning (ok) line's time counts
+        h["sends"] = [timed(send("p0", 7, status="info"), 99 * S), timed(send("p1", 0, status="fail"), 99 * S),
+                      *h["sends"]]
+    elif name == "ambiguous":  # p0/4 also read in partition 1: judged again from its reads
+        h["reads"] = h["reads"] + [read("p0", 4, 3, partition=1)]
+    return h
+
+
+
+@pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous"])
+def test_anomaly_ranges_agree(spark: Any, both_formats: str, tmp_path: Path, variant: str) -> None:
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **_ranges_variant(variant)))
+    ranges = results["anomaly_ranges"]
+    if variant == "ambiguous":
+        assert [r["partition"] for r in ranges if r["anomaly"] == "duplicated"] == [0, 1]
+        ranges = [r for r in ranges if (r["anomaly"], r["partition"]) != ("duplicated", 1)]
+    assert ranges == RANGES_HISTORY_EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(GROUPING_CASES))
+def test_spark_islands_are_the_grouping(spark: Any, name: str) -> None:
+    """The window that finds the islands on Spark, on the grouping's own cases."""
+    from spark_analysis.anomaly_ranges import collected_ranges
+    from spark_analysis.encode import literal_table
+
+    entries, expected = GROUPING_CASES[name]
+    topics = sorted({e.topic for e in entries})
+    table = literal_table(spark, [("anomaly", "int"), ("tid", "int"), ("partition", "bigint"), ("ns", "bigint"),
+                                  ("min_offset", "bigint"), ("max_offset", "bigint")],
+                          [(RANGE_ANOMALIES.index(e.anomaly), topics.index(e.topic), e.partition, e.ns, e.min_offset,
+                            e.max_offset) for e in entries])
+    assert collected_ranges(table, topics) == expected
 
 
 def test_promises_are_read_from_the_scenario(spark: Any, tmp_path: Path) -> None:
