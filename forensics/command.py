@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typing import Any
 
-from forensics.chains import Explainer
+from forensics.chains import EXPLAINED, Explainer
 from forensics.parse import Event, parse_node_log
 from harness.errors import EXIT_VALID, HarnessError
 from rundir.broker_events import read_broker_events, write_broker_events
@@ -62,14 +62,13 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def explained_line(forensics: dict[str, Any]) -> str:
-    """How many anomalous messages the chains explain, in one line."""
-    chains, unexplained = forensics["chains"], forensics["unexplained"]
-    told = sum(c["count"] for c in chains)
-    left = sum(u["count"] for u in unexplained)
-    faults = ", ".join(f"fault {r['fault']} {sum(r[a] for a in ('lost', 'divergent', 'duplicated')):,}"
-                       for r in forensics["lost_by_fault"] if r["fault"] is not None)
-    return (f"explained: {told:,} anomalous messages by {len(chains)} chains ({faults or 'no fault'}); "
-            f"unexplained: {left:,}" + (f" in {len(unexplained)} ranges" if unexplained else ""))
+    """How many of each anomaly the chains explain, and by how many chains, in one line."""
+    rows = forensics["lost_by_fault"]
+    told = {a: sum(r[a] for r in rows if r["fault"] is not None) for a in EXPLAINED}
+    left = {a: sum(r[a] for r in rows if r["fault"] is None) for a in EXPLAINED}
+    parts = [f"{a} {told[a]:,} of {told[a] + left[a]:,}" for a in EXPLAINED if told[a] + left[a]]
+    return (f"chains: {len(forensics['chains'])} explain {', '.join(parts) or 'nothing'}"
+            + (f"; {len(forensics['unexplained'])} ranges unexplained" if forensics["unexplained"] else ""))
 
 
 def forensics_cmd(run_dir: Path) -> int:
