@@ -23,7 +23,7 @@ from typing import Callable
 
 from harness.errors import EXIT_HARNESS, HarnessError
 from harness.scenario import load_scenario
-from harness.shard import Shard, expected_seconds, partition
+from harness.shard import Shard, expected_seconds, load_seconds, partition
 from rundir.layout import NIGHTLY_LOGS
 from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcomes, load_outcomes, load_timings,
                             nightly_exit_code, save_outcome, save_shard, save_timings, step_summary, summary_line,
@@ -41,6 +41,7 @@ class Variant:
     path: Path
     overrides: tuple[str, ...] = ()
     expected_s: float = field(default=0.0, compare=False)  # harness/shard.py's estimate, from the scenario
+    load_s: float = field(default=0.0, compare=False)  # workload + settle: the run's wall time less the overhead
 
 
 def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
@@ -58,7 +59,7 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
             broken.append(Outcome(path.stem, path, EXIT_HARNESS, 0.0, f"kchaos: {e}"))
             continue
         if scenario.nightly is True:
-            chosen.append(Variant(scenario.name, path, (), expected_seconds(scenario)))
+            chosen.append(Variant(scenario.name, path, (), expected_seconds(scenario), load_seconds(scenario)))
         elif scenario.nightly:
             for mode in scenario.nightly:
                 setting = f"cluster.metadata={mode}"
@@ -66,7 +67,7 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
                     expected = expected_seconds(load_scenario(path, [setting], None))
                 except HarnessError:
                     expected = expected_seconds(scenario)
-                chosen.append(Variant(f"{scenario.name}@{mode}", path, (setting,), expected))
+                chosen.append(Variant(f"{scenario.name}@{mode}", path, (setting,), expected, load_seconds(scenario)))
     for i, outcome in enumerate(broken):
         outcome.order = i
     seen: dict[str, Path] = {}
@@ -144,11 +145,15 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     for outcome in broken:  # every shard reports a broken file: each one's JUnit and exit code show it
         save_outcome(log_dir, outcome, out)
     started = time.monotonic()
+    overheads: list[float] = []
     for variant in mine:
         print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
         outcome = runner(variant, out, log_dir)
         outcome.order = order[variant.name]
         save_outcome(log_dir, outcome, out)
+        overheads.append(outcome.seconds - variant.load_s)
+        print(f"{variant.name}: {outcome.seconds:.0f} s, of which overhead {overheads[-1]:.1f} s (cluster start, "
+              f"read-back, check, report, teardown: all but the {variant.load_s:.0f} s of workload and settling)")
     wall_s = time.monotonic() - started
     matrix = write_matrix(out)
     outcomes = load_outcomes(log_dir)
@@ -163,5 +168,8 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     for o in outcomes:
         print(summary_line(o))
     print(f"matrix: {matrix}\njunit: {junit}\n{what} took {wall_s / 60:.1f} min (expected {mine_s / 60:.1f} min)")
+    if overheads:
+        print(f"per-run overhead: mean {sum(overheads) / len(overheads):.1f} s, max {max(overheads):.1f} s over "
+              f"{len(overheads)} run(s)")
     append_step_summary(step_summary(outcomes, shards))
     return nightly_exit_code(outcomes)

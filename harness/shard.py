@@ -56,7 +56,13 @@ def expected_seconds(scenario: "Scenario") -> float:
     """
     c = scenario.cluster
     nodes = c.brokers + (c.zookeepers if c.metadata == "zookeeper" else c.controllers)
-    return scenario.workload.duration_s + scenario.schedule.settle_s + RUN_OVERHEAD_S + NODE_OVERHEAD_S * nodes
+    return load_seconds(scenario) + RUN_OVERHEAD_S + NODE_OVERHEAD_S * nodes
+
+
+def load_seconds(scenario: "Scenario") -> float:
+    """The part of a run the scenario asks for: the workload (its warm-up included) and the settling after it;
+    the rest of a run's wall time is the harness's overhead (cluster, read-back, check, report, teardown)."""
+    return scenario.workload.duration_s + scenario.schedule.settle_s
 
 
 def partition(durations: dict[str, float], count: int) -> list[list[str]]:

@@ -287,3 +287,22 @@ def test_a_real_nightly_in_two_shards_merges_into_the_unsharded_matrix_and_junit
     assert all(o.code == 0 for o in outcomes)
     links = [a["href"] for a in Dom((merged / INDEX).read_text()).having("a", "run")]
     assert len(links) == 3 and all((merged / link).is_file() and link.endswith("report.html") for link in links)
+
+
+def test_nightly_prints_each_runs_overhead_beyond_its_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The overhead is a run's wall time less the workload and the settling the scenario asks for."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "one.yaml").write_text("name: one\nnightly: true\nworkload: {duration_s: 40}\n"
+                                        "schedule: {settle_s: 5}\n")
+    (scenarios / "two.yaml").write_text("name: two\nnightly: true\nworkload: {duration_s: 60}\n"
+                                        "schedule: {settle_s: 10}\n")
+    walls = {"one": 57.5, "two": 82.0}
+
+    def fake_run(variant: Variant, out_dir: Path, log_dir: Path) -> Outcome:
+        return Outcome(variant.name, variant.path, 0, walls[variant.name], "verdict: valid; expectations met\n")
+
+    assert nightly(scenarios, tmp_path / "runs", tmp_path / "junit.xml", runner=fake_run) == 0
+    printed = capsys.readouterr().out
+    assert "one: 58 s, of which overhead 12.5 s" in printed and "two: 82 s, of which overhead 12.0 s" in printed
+    assert "per-run overhead: mean 12.2 s, max 12.5 s over 2 run(s)" in printed
