@@ -1,0 +1,91 @@
+"""results.json's ``forensics``: why the messages were lost, as the report shows it; absent, nothing is shown.
+
+The forensics stage joins the client histories to the node logs and writes, per anomaly and partition, a
+causal chain (a sentence and its steps, each with its log line), the anomalies per fault, and what it could
+not explain::
+
+    {"chains": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "min_offset", "max_offset",
+                 "sentence", "fault": <index into the fault windows, by start> | null,
+                 "steps": [{"time_ns", "node", "what", "line"}]}],
+     "lost_by_fault": [{"fault", "label", "lost", "duplicated", "divergent"}],
+     "unexplained": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "why"}]}
+
+Readers ignore what they do not know and skip what is malformed, like every reader of the run directory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from verdicts.report.logs import log_anchor
+from verdicts.report.scan import NS
+
+PER_FAULT = ("lost", "duplicated", "divergent")
+
+
+def forensics_of(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json's ``forensics`` block, or an empty one."""
+    block = results.get("forensics")
+    return block if isinstance(block, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def step_rows(steps: Any) -> list[dict[str, Any]]:
+    """A chain's steps for the page: time, node, what, and the anchor of its log excerpt when it has a line."""
+    rows = []
+    for s in _dicts(steps):
+        line, node = s.get("line"), s.get("node")
+        t = s.get("time_ns")
+        rows.append({"time": f"{t / NS:.3f} s" if isinstance(t, int) else "", "node": node or "",
+                     "what": str(s.get("what") or ""), "line": line if isinstance(line, int) else None,
+                     "anchor": log_anchor(node, line) if isinstance(line, int) and node else None})
+    return rows
+
+
+def chain_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every causal chain: its sentence and its steps."""
+    rows = []
+    for c in _dicts(forensics_of(results).get("chains")):
+        if not c.get("sentence"):
+            continue
+        rows.append({**c, "steps": step_rows(c.get("steps"))})
+    return rows
+
+
+def unexplained_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the forensics could not tie to a log event, with why."""
+    return [u for u in _dicts(forensics_of(results).get("unexplained")) if u.get("count")]
+
+
+def fault_counts(results: dict[str, Any], windows: list[dict[str, Any]],
+              recounted: list[Counter[str]]) -> tuple[list[Counter[str]], str]:
+    """Lost, duplicated and divergent per fault window, and where they come from: the forensics' own counts
+    (from the node logs) when results.json has them, else the scan's (by the time each was acknowledged)."""
+    given = _dicts(forensics_of(results).get("lost_by_fault"))
+    if given:
+        out: list[Counter[str]] = [Counter() for _ in windows]
+        for g in given:
+            i = g.get("fault")
+            if isinstance(i, int) and 0 <= i < len(out):
+                out[i].update({k: g[k] for k in PER_FAULT if isinstance(g.get(k), int)})
+        return out, "from the node logs (forensics)"
+    return recounted, "each counted at the first fault that hit on or after its acknowledgement"
+
+
+def chain_for(chains: list[dict[str, Any]], topic: Any, partition: Any, offset: Any, t_ns: Any
+              ) -> dict[str, Any] | None:
+    """The chain that explains a message at this position (its offset range) or time (its first-to-last)."""
+    for c in chains:
+        if c.get("topic") != topic or c.get("partition") != partition:
+            continue
+        lo, hi = c.get("min_offset"), c.get("max_offset")
+        if isinstance(offset, int) and isinstance(lo, int) and isinstance(hi, int) and lo <= offset <= hi:
+            return c
+        first, last = c.get("first_ns"), c.get("last_ns")
+        if isinstance(t_ns, int) and isinstance(first, int) and isinstance(last, int) and first <= t_ns <= last:
+            return c
+    return None
