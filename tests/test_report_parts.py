@@ -214,3 +214,15 @@ def test_the_matrix_keys_on_fault_kind_and_target_and_on_the_clients_that_ran() 
     assert clients_text({"clients": {"producer": java, "consumer": {"client": "librdkafka", "version": "2.16.0"}}}) \
         == "consumer librdkafka 2.16.0, producer java 3.9.2"
     assert settings_lines(ACKS1) == ["acks=1 · min ISR 1 · RF 3", "not idempotent", "no fsync · manual commit"]
+
+
+def test_the_latency_title_says_when_points_were_thinned() -> None:
+    from verdicts.report.figure import latency_title
+    from verdicts.report.scan import Scan
+
+    scan = Scan()
+    assert "drawn" not in latency_title(scan)
+    scan.latency["ok"] = Points(cap=10)
+    for i in range(25):
+        scan.latency["ok"].add(i, i)
+    assert latency_title(scan).endswith("— drawn: every 4th of 25 acknowledged")

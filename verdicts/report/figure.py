@@ -19,7 +19,6 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from verdicts.report.isr import strip_traces
-from verdicts.report.latency import MAX_ACKED, MAX_OTHER
 from verdicts.report.scan import NS, Scan
 from verdicts.report.windows import fault_label
 
@@ -83,12 +82,9 @@ def _peaks(x: list[float], series: list[list[float]], ceiling: float) -> tuple[l
 def latency_title(scan: Scan) -> str:
     """The latency row's title, saying when the plot had to thin the points out."""
     title = "Latency of every send (invoke → completion), ms, log scale"
-    thinned = [f"every {_nth(p.stride)} {_status(status)} send "
-               f"({len(p.invoke):,} of {p.seen:,})" for status, p in scan.latency.items() if p.stride > 1]
-    if thinned:
-        title += (f" — thinned past {MAX_ACKED:,} acknowledged / {MAX_OTHER:,} other points: "
-                  + "; ".join(thinned))
-    return title
+    thinned = [f"every {_nth(p.stride)} of {p.seen:,} {_status(status)}" for status, p in scan.latency.items()
+               if p.stride > 1]
+    return title + (f" — drawn: {'; '.join(thinned)}" if thinned else "")
 
 
 def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Figure:
@@ -107,29 +103,29 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
         ("reads (final)", scan.reads_final, "#9e9e9e")) if any(series.v)]
     shown = [ys for name, ys, _ in rates if name != "reads (final)"]  # the final read-back starts hidden
     ceiling = rate_ceiling(shown)
-    rate_title = f"Sends and reads {per}" + (f" — axis cut at {_short(ceiling)}/s, ▲ marks each higher peak"
+    rate_title = f"Sends and reads {per}" + (f" (axis cut at {_short(ceiling)}/s; ▲ higher peaks)"
                                              if ceiling else "")
     fig = make_subplots(
         rows=4, cols=1, shared_xaxes=True, vertical_spacing=GAP_PX / plot_px,
         row_heights=[px / sum(rows_px) for px in rows_px],
         subplot_titles=(rate_title, latency_title(scan),
-                        f"Lost and duplicated messages at the second they were acknowledged "
-                        f"({'count' if width == 1 else 'sum'} per {width} s)",
-                        "Leader (colour) and ISR of each partition: hatched when the ISR is short, red when "
-                        "offline" + (f"; {strip_note}" if strip_note else "")))
+                        "Lost and duplicated, at the second they were acknowledged"
+                        + ("" if width == 1 else f" (sum per {width} s)"),
+                        "Leader and ISR per partition (hatched: ISR short; red: offline)"
+                        + (f" — {strip_note}" if strip_note else "")))
     for name, ys, colour in rates:  # the final read-back dwarfs the live traffic: shown on a click in the legend
         fig.add_trace(go.Scatter(x=x, y=ys, name=name, mode="lines", line={"color": colour, "width": 1.5},
                                  legendgroup="rate", visible="legendonly" if name == "reads (final)" else True,
                                  hovertemplate=f"{name}: %{{y:,.0f}}/s at %{{x}} s<extra></extra>"), row=1, col=1)
     if ceiling:
         px, py = _peaks(x, shown, ceiling)
-        fig.add_trace(go.Scatter(x=px, y=[ceiling] * len(px), mode="markers+text", cliponaxis=False,
+        fig.add_trace(go.Scatter(x=px, y=[ceiling * 1.06] * len(px), mode="markers+text", cliponaxis=False,
                                  marker={"symbol": "triangle-up", "size": 9, "color": "#2e7d32"},
-                                 text=[_short(v) for v in py], textposition="bottom center",
+                                 text=[_short(v) for v in py], textposition="middle right",
                                  textfont={"size": 10, "color": "#1b5e20"}, name="peaks above the cut",
                                  legendgroup="rate", customdata=py,
                                  hovertemplate="peak %{customdata:,.0f}/s at %{x} s<extra></extra>"), row=1, col=1)
-        fig.update_yaxes(range=[0, ceiling * 1.08], row=1, col=1)
+        fig.update_yaxes(range=[0, ceiling * 1.12], row=1, col=1)
     else:
         fig.update_yaxes(rangemode="nonnegative", row=1, col=1)
     for status, colour in LATENCY_COLOURS.items():  # legend entries; the page adds the points to row 2

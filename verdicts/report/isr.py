@@ -84,8 +84,7 @@ def shown_partitions(spans: dict[int, list[Segment]]) -> tuple[list[int], str]:
     if len(parts) <= MAX_STRIPS:
         return parts, ""
     busiest = sorted(parts, key=lambda p: -len(spans[p]))[:MAX_STRIPS]
-    return sorted(busiest), (f"{MAX_STRIPS} of {len(parts)} partitions shown: those whose leader or ISR "
-                             "changed most")
+    return sorted(busiest), f"the {MAX_STRIPS} of {len(parts)} whose leader or ISR changed most"
 
 
 def strip_traces(scan: Scan, replication_factor: int | None) -> tuple[list[go.BaseTraceType], list[str], str]:

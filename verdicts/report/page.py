@@ -27,7 +27,7 @@ from verdicts.report.chains import chain_rows, fault_counts, unexplained_rows
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.headline import headline, percent, shares
-from verdicts.report.latency import encode
+from verdicts.report.latency import MAX_ACKED, MAX_OTHER, encode
 from verdicts.report.logs import excerpts
 from verdicts.report.scan import NS, Scan, scan_history
 from verdicts.report.settings import client_rows, durability_config, durability_settings, planned_faults, promises
@@ -101,7 +101,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         promises=promises(cfg) if cfg else [], definitions=DEFINITIONS, plotly=plotly_script(),
         chart=timeline_html(scan, topic.get("replication_factor") if isinstance(topic.get("replication_factor"), int)
                             else None),
-        latency=encode(scan.latency, scan.end_ns), partitions=_partition_rows(scan),
+        latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER), partitions=_partition_rows(scan),
         faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains,
         unexplained=unexplained_rows(results), examples=examples, excerpts=excerpts(run, refs),
         scenario_text=run.scenario.read_text() if run.scenario.is_file() else "", files=_files(run),
