@@ -12,9 +12,10 @@ import pytest
 from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment
 from verdicts.matrix import clients_text, fault_column, settings_lines
 from verdicts.report import NS
-from verdicts.report.figure import rate_ceiling
+from verdicts.report.figure import latency_title, rate_ceiling
 from verdicts.report.headline import anticipated, headline, percent
 from verdicts.report.latency import Points, decode, encode, new_points
+from verdicts.report.scan import Scan
 from verdicts.report.settings import allowance
 from verdicts.report.windows import Blame, add_recovery, fault_context
 
@@ -217,9 +218,6 @@ def test_the_matrix_keys_on_fault_kind_and_target_and_on_the_clients_that_ran() 
 
 
 def test_the_latency_title_says_when_points_were_thinned() -> None:
-    from verdicts.report.figure import latency_title
-    from verdicts.report.scan import Scan
-
     scan = Scan()
     assert "drawn" not in latency_title(scan)
     scan.latency["ok"] = Points(cap=10)

@@ -131,10 +131,13 @@ def _share(key: str, counts: dict[str, Any]) -> str:
 
 
 def _partition_rows(scan: Scan) -> dict[str, Any]:
-    """The per-partition table: its rows, and which anomaly columns any partition needs."""
-    rows = [{"p": p, "lost_share": percent(p.lost, p.acked)} for p in scan.partitions]
-    return {"rows": rows, "columns": [c for c in ("lost", "duplicated", "divergent", "unverifiable")
-                                      if any(getattr(p, c) for p in scan.partitions)]}
+    """The per-partition table: its rows with each anomaly's share, and which anomaly columns any partition
+    needs (a column of zeros is left out)."""
+    columns = [c for c in ("lost", "duplicated", "divergent", "unverifiable")
+               if any(getattr(p, c) for p in scan.partitions)]
+    rows = [{"p": p, "shares": {c: percent(getattr(p, c), p.reads_final if c == "divergent" else p.acked)
+                                for c in columns}} for p in scan.partitions]
+    return {"rows": rows, "columns": columns}
 
 
 def _fault_rows(scan: Scan, per_fault: list[Counter[str]]) -> list[dict[str, Any]]:
