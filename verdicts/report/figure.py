@@ -169,12 +169,13 @@ def _status(status: str) -> str:
 
 
 def _anomaly_bars(fig: go.Figure, scan: Scan, x: list[float], bins: int, width: int) -> None:
+    """Lost and duplicated per bin; the strips need bars overlaid, so duplicated is drawn half as wide, in front."""
     lost = [round(v * width) for v in _binned(scan.lost.v, bins, width)]  # sums per bin, not means
     dup = [round(v * width) for v in _binned(scan.duplicated.v, bins, width)]
     fig.add_trace(go.Bar(x=x, y=lost, name=f"lost ({scan.totals.get('lost', 0):,})", marker_color="#c62828",
                          legendgroup="anomaly"), row=3, col=1)
     fig.add_trace(go.Bar(x=x, y=dup, name=f"duplicated ({scan.totals.get('duplicated', 0):,})",
-                         marker_color="#6a1b9a", legendgroup="anomaly"), row=3, col=1)
+                         marker_color="#6a1b9a", legendgroup="anomaly", width=width * 0.5), row=3, col=1)
     fig.update_yaxes(rangemode="nonnegative", row=3, col=1)
     if not any(scan.lost.v) and not any(scan.duplicated.v):
         fig.add_annotation(text="no lost and no duplicated message", xref="x3 domain", yref="y3 domain",
