@@ -148,6 +148,13 @@ def test_without_node_logs_an_observation_after_the_broker_left_the_isr_says_whe
         18 * NS, 19 * NS, "from the ISR observations")
 
 
+def test_a_later_fault_on_the_same_broker_does_not_push_back_the_first_recovery() -> None:
+    first, second = kill(10, 18), kill(30, 38)
+    obs = observations((9, (1, 2, 3)), (12, (1, 3)), (19, (1, 2, 3)), (32, (1, 3)), (40, (1, 2, 3)))
+    add_recovery([first, second], obs, [("t", 0)], [])
+    assert (first["recovered_ns"], second["recovered_ns"]) == (19 * NS, 40 * NS)
+
+
 def test_a_broker_never_back_in_sync_is_said_so() -> None:
     window = kill(10, 18)
     add_recovery([window], observations((9, (1, 2, 3)), (12, (1, 3)), (30, (1, 3))), [("t", 0)], [])

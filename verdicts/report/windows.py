@@ -123,7 +123,8 @@ def add_recovery(faults: list[dict[str, Any]], leaders: dict[int, list[tuple[int
                 i = bisect_right(times[part], w["start_ns"])
                 if not i or broker not in obs[i - 1][2]:
                     continue  # it was not in this partition's ISR when the fault began
-                t, source = _in_sync_again(broker, obs, times[part], logged.get((part, broker), []), w)
+                t, source = _in_sync_again(broker, obs, times[part], logged.get((part, broker), []), w,
+                                           _next_fault_on(name, w, faults))
                 if t is None:
                     w["recovered_ns"] = None
                     w["recovery"] = f"{name} was not back in every ISR by the end of the run"
@@ -138,20 +139,27 @@ def add_recovery(faults: list[dict[str, Any]], leaders: dict[int, list[tuple[int
 
 
 def _in_sync_again(broker: int, obs: list[tuple[int, Any, tuple[int, ...]]], times: list[int], logged: list[int],
-                   w: dict[str, Any]) -> tuple[int | None, str]:
+                   w: dict[str, Any], horizon: int) -> tuple[int | None, str]:
     """When ``broker`` rejoined one partition's ISR after the window's down part, and which source says so.
 
-    The node logs name the moment it was added back. An observation only counts once the broker had been seen
-    out of the ISR since the fault began (a broker restarted before the controller noticed is still listed)."""
+    The node logs name the moment it was added back. An observation only counts after the last one, before
+    the next fault on the same node (``horizon``), that had the broker out of the ISR: a broker restarted
+    before the controller noticed it had gone is still listed, and is dropped and re-added later."""
     j = bisect_left(logged, w["down_ns"])
-    in_log = logged[j] if j < len(logged) else None
-    first = bisect_left(times, w["start_ns"])
-    out = [k for k in range(first, len(obs)) if broker not in obs[k][2]]
+    in_log = logged[j] if j < len(logged) and logged[j] < horizon else None
+    first, last = bisect_left(times, w["start_ns"]), bisect_left(times, horizon)
+    out = [k for k in range(first, last) if broker not in obs[k][2]]
     k = max(bisect_left(times, w["down_ns"]), out[-1] + 1 if out else 0)
-    seen = next((t for t, _, isr in obs[k:] if broker in isr), None)
+    seen = next((t for t, _, isr in obs[k:last] if broker in isr), None)
     if in_log is not None and (seen is None or in_log <= seen):
         return in_log, "the node logs"
     return seen, "the ISR observations"
+
+
+def _next_fault_on(name: str, w: dict[str, Any], faults: list[dict[str, Any]]) -> int:
+    """When the next fault after ``w`` that hits node ``name`` began (a very late time when none does)."""
+    return min((f["start_ns"] for f in faults if f["start_ns"] > w["start_ns"] and name in f["targets"]),
+               default=1 << 62)
 
 
 def _logged_in_sync(part_keys: list[tuple[str, int]], broker_events: list[dict[str, Any]]
