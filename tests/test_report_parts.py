@@ -155,6 +155,15 @@ def test_a_later_fault_on_the_same_broker_does_not_push_back_the_first_recovery(
     assert (first["recovered_ns"], second["recovered_ns"]) == (19 * NS, 40 * NS)
 
 
+def test_a_fault_nested_inside_another_on_the_same_broker_does_not_cut_the_outer_ones_recovery_short() -> None:
+    outer, inner = {**kill(10, 40), "fault": "partition"}, kill(20, 30)
+    obs = observations((9, (1, 2, 3)), (12, (1, 3)), (42, (1, 2, 3)))
+    add_recovery([outer, inner], obs, [("t", 0)], [])
+    assert outer["recovered_ns"] == 42 * NS
+    # the outer fault had already taken the broker out of every ISR: the inner one has nothing of its own
+    assert (inner["recovered_ns"], inner["recovery"]) == (30 * NS, "")
+
+
 def test_a_broker_never_back_in_sync_is_said_so() -> None:
     window = kill(10, 18)
     add_recovery([window], observations((9, (1, 2, 3)), (12, (1, 3)), (30, (1, 3))), [("t", 0)], [])

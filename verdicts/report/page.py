@@ -150,8 +150,8 @@ def _fault_rows(scan: Scan, per_fault: list[Counter[str]]) -> list[dict[str, Any
             **w, "label": fault_label(w), "start": seconds_text(w["start_ns"]),
             "healed": seconds_text(w["end_ns"]) if w["end_ns"] is not None else "never",
             "down": f"{((down if down is not None else scan.end_ns) - w['start_ns']) / NS:.1f} s",
-            "recovering": "—" if down is None else ("not by the end" if back is None
-                                                    else f"{(back - down) / NS:.1f} s"),
+            "recovering": "—" if down is None or not w.get("recovery") else (
+                "not by the end" if back is None else f"{(back - down) / NS:.1f} s"),
             "counts": {k: (counts.get(k, 0), percent(counts.get(k, 0), total[k])) for k in total},
         })
     return rows

@@ -157,8 +157,9 @@ def _in_sync_again(broker: int, obs: list[tuple[int, Any, tuple[int, ...]]], tim
 
 
 def _next_fault_on(name: str, w: dict[str, Any], faults: list[dict[str, Any]]) -> int:
-    """When the next fault after ``w`` that hits node ``name`` began (a very late time when none does)."""
-    return min((f["start_ns"] for f in faults if f["start_ns"] > w["start_ns"] and name in f["targets"]),
+    """When the first fault to hit node ``name`` after ``w`` healed began (a very late time when none did);
+    a fault nested inside ``w`` is part of it."""
+    return min((f["start_ns"] for f in faults if f["start_ns"] > w["end_ns"] and name in f["targets"]),
                default=1 << 62)
 
 
