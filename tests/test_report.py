@@ -164,16 +164,17 @@ def chains_of(lost: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "chains": [{"anomaly": "lost", "topic": "chaos", "partition": 0, "count": len(lost),
                     "first_ns": lost[0]["complete_ns"], "last_ns": lost[-1]["complete_ns"], "min_offset": first,
-                    "max_offset": last, "fault": 0,
+                    "max_offset": last, "fault": 1,
                     "sentence": f"chaos-0: {len(lost)} records (offsets {first}–{last}) acknowledged by broker1 as "
                                 "leader in epoch 0 between 10.0 and 11.0 s; broker2 elected without them at 11.2 s; "
                                 "broker1 truncated them at 17.0 s",
-                    "steps": [{"time_ns": FAULT_START, "node": "broker1", "what": "SIGKILLed (fault 1)", "line": None},
+                    "steps": [{"time_ns": FAULT_START, "node": "broker1", "what": "SIGKILLed (fault 1)", "line": 0},
                               {"time_ns": ELECTED, "node": "broker2", "what": "became leader in epoch 1", "line": 5},
                               {"time_ns": TRUNCATED, "node": "broker1", "what": f"truncated to offset {first}",
                                "line": 22}]}],
-        "lost_by_fault": [{"fault": 0, "label": "kill broker1 at 10.0 s", "lost": len(lost), "duplicated": 0,
-                           "divergent": len(lost)}],
+        "lost_by_fault": [{"fault": 1, "label": "SIGKILL broker1 at 10.0 s", "lost": len(lost), "duplicated": 0,
+                           "divergent": len(lost)},
+                          {"fault": None, "label": "unexplained", "lost": 0, "duplicated": 2, "divergent": 0}],
         "unexplained": [{"anomaly": "duplicated", "topic": "chaos", "partition": 2, "count": 2, "first_ns": 0,
                          "last_ns": 0, "why": "no leader change of chaos-2 near these writes"}],
     }

@@ -5,10 +5,13 @@ causal chain (a sentence and its steps, each with its log line), the anomalies p
 not explain::
 
     {"chains": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "min_offset", "max_offset",
-                 "sentence", "fault": <index into the fault windows, by start> | null,
-                 "steps": [{"time_ns", "node", "what", "line"}]}],
-     "lost_by_fault": [{"fault", "label", "lost", "duplicated", "divergent"}],
+                 "sentence", "fault": N, "steps": [{"time_ns", "node", "what", "line"}], ...}],
+     "lost_by_fault": [{"fault": N | null, "label", "lost", "duplicated", "divergent"}],
      "unexplained": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "why"}]}
+
+A fault N is the report's fault N: the applied windows in start order, numbered from 1 (skipped ones are not
+windows); the row with fault null counts what no chain explains. A step without a log line (the fault itself)
+has line null or 0.
 
 Readers ignore what they do not know and skip what is malformed, like every reader of the run directory.
 """
@@ -40,9 +43,10 @@ def step_rows(steps: Any) -> list[dict[str, Any]]:
     for s in _dicts(steps):
         line, node = s.get("line"), s.get("node")
         t = s.get("time_ns")
+        logged = isinstance(line, int) and line > 0 and bool(node)
         rows.append({"time": f"{t / NS:.3f} s" if isinstance(t, int) else "", "node": node or "",
-                     "what": str(s.get("what") or ""), "line": line if isinstance(line, int) else None,
-                     "anchor": log_anchor(node, line) if isinstance(line, int) and node else None})
+                     "what": str(s.get("what") or ""), "line": line if logged else None,
+                     "anchor": log_anchor(node, line) if logged else None})
     return rows
 
 
@@ -69,10 +73,10 @@ def fault_counts(results: dict[str, Any], windows: list[dict[str, Any]],
     if given:
         out: list[Counter[str]] = [Counter() for _ in windows]
         for g in given:
-            i = g.get("fault")
-            if isinstance(i, int) and 0 <= i < len(out):
-                out[i].update({k: g[k] for k in PER_FAULT if isinstance(g.get(k), int)})
-        return out, "from the node logs (forensics)"
+            n = g.get("fault")
+            if isinstance(n, int) and 1 <= n <= len(out):
+                out[n - 1].update({k: g[k] for k in PER_FAULT if isinstance(g.get(k), int)})
+        return out, "from the node logs (forensics; what no chain explains is listed under the chains)"
     return recounted, "each counted at the first fault that hit on or after its acknowledgement"
 
 
