@@ -389,7 +389,7 @@ def test_the_faults_are_split_into_down_and_recovering_from_the_node_logs(lossy_
         "10.000 s", "6.5 s", "2.0 s from the node logs", "18.000 s")
     # per fault from results.json's forensics, with its share of the run's loss
     lost = json.loads((lossy_run / "results.json").read_text())["counts"]["lost"]
-    assert fault["lost"] == f"{lost:,} 100 % of all" and "from the node logs (forensics)" in page
+    assert fault["lost"] == f"{lost:,} 100 % of all" and "from the node logs (forensics;" in page
 
 
 def test_why_the_messages_were_lost_links_every_step_to_its_log_lines(lossy_run: Path) -> None:
