@@ -168,9 +168,10 @@ def chains_of(lost: list[dict[str, Any]]) -> dict[str, Any]:
                     "sentence": f"chaos-0: {len(lost)} records (offsets {first}–{last}) acknowledged by broker1 as "
                                 "leader in epoch 0 between 10.0 and 11.0 s; broker2 elected without them at 11.2 s; "
                                 "broker1 truncated them at 17.0 s",
-                    "steps": [{"time_ns": FAULT_START, "node": "broker1", "what": "SIGKILLed (fault 1)", "line": 0},
-                              {"time_ns": ELECTED, "node": "broker2", "what": "became leader in epoch 1", "line": 5},
-                              {"time_ns": TRUNCATED, "node": "broker1", "what": f"truncated to offset {first}",
+                    "steps": [{"time_ns": FAULT_START, "node": "broker1", "what": "SIGKILL broker1 at 10.0 s (fault 1)",
+                               "line": 0},
+                              {"time_ns": ELECTED, "node": "broker2", "what": "broker2 leader in epoch 1", "line": 5},
+                              {"time_ns": TRUNCATED, "node": "broker1", "what": f"broker1 truncated to {first}",
                                "line": 22}]}],
         "lost_by_fault": [{"fault": 1, "label": "SIGKILL broker1 at 10.0 s", "lost": len(lost), "duplicated": 0,
                            "divergent": len(lost)},
@@ -408,6 +409,19 @@ def test_why_the_messages_were_lost_links_every_step_to_its_log_lines(lossy_run:
     # an example inside the chain shows its sentence; the fault before it is named
     [example] = dom.having("table", "examples", data_anomaly="lost")
     assert "acknowledged by broker1 as leader in epoch 0" in page and "during fault 1 (kill broker1)" in page
+
+
+def test_the_largest_chains_come_first_and_the_rest_one_click_away(lossy_run: Path, tmp_path: Path) -> None:
+    run = RunDir(Path(shutil.copytree(lossy_run, tmp_path / "run")))
+    results = json.loads(run.results.read_text())
+    [chain] = results["forensics"]["chains"]
+    results["forensics"]["chains"] = [{**chain, "count": n, "sentence": f"chain of {n}"} for n in range(1, 8)]
+    scenario = yaml.safe_load(run.scenario.read_text())
+    dom = Dom(write_report(run, results, scenario, assess(scenario.get("expect"), results, scenario)).read_text())
+    shown = [" ".join(t.split()) for t in dom.text_by_id["why"].split("its steps and log lines")][:-1]
+    assert [t.split("chain of ")[1] for t in shown] == ["7", "6", "5", "4", "3", "2", "1"]
+    assert "2 more" in dom.text_by_id["more-chains"] and "chain of 2" in dom.text_by_id["more-chains"]
+    assert "chain of 3" not in dom.text_by_id["more-chains"]
 
 
 def test_without_forensics_the_examples_point_at_the_node_log_events_of_their_partition(tmp_path: Path) -> None:

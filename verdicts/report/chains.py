@@ -50,14 +50,14 @@ def step_rows(steps: Any) -> list[dict[str, Any]]:
     return rows
 
 
+SHOWN = 5  # the chains listed at the top of the page; the rest are one click away
+
+
 def chain_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every causal chain: its sentence and its steps."""
-    rows = []
-    for c in _dicts(forensics_of(results).get("chains")):
-        if not c.get("sentence"):
-            continue
-        rows.append({**c, "steps": step_rows(c.get("steps"))})
-    return rows
+    """Every causal chain, the most records first: its sentence and its steps."""
+    rows = [{**c, "steps": step_rows(c.get("steps"))} for c in _dicts(forensics_of(results).get("chains"))
+            if c.get("sentence")]
+    return sorted(rows, key=lambda c: -c["count"] if isinstance(c.get("count"), int) else 0)
 
 
 def unexplained_rows(results: dict[str, Any]) -> list[dict[str, Any]]:

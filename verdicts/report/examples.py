@@ -127,7 +127,7 @@ def evidence(send: dict[str, Any], scan: Scan | None) -> list[dict[str, Any]]:
         end = leader.get("log_end_offset")
         had = (f"; its log ended at offset {end:,}, " + ("without the message" if end <= offset else "past it")
                if isinstance(end, int) else "")
-        steps.append({**leader, "what": f"became leader of {topic}-{partition}"
+        steps.append({**leader, "what": f"{leader['node']} became leader of {topic}-{partition}"
                       + (f" in epoch {leader['leader_epoch']}" if leader.get("leader_epoch") is not None else "")
                       + had})
     cuts = [e for e in later if e.get("kind") == "truncate" and isinstance(e.get("to_offset"), int)
@@ -135,7 +135,7 @@ def evidence(send: dict[str, Any], scan: Scan | None) -> list[dict[str, Any]]:
     acking = f"broker{scan.leader_at(topic, partition, acked)}"
     cut = next((e for e in cuts if e.get("node") == acking), cuts[0] if cuts else None)
     if cut is not None:
-        steps.append({**cut, "what": f"truncated {topic}-{partition} to offset {cut['to_offset']:,}, "
+        steps.append({**cut, "what": f"{cut['node']} truncated {topic}-{partition} to offset {cut['to_offset']:,}, "
                                      f"below the message's {offset:,}"
                                      + (" (it had acknowledged the message as leader)" if cut["node"] == acking else "")})
     return sorted(steps, key=lambda e: e["time_ns"])

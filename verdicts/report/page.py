@@ -23,7 +23,7 @@ from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
 from verdicts.expect import Assessment, assess, for_clients
-from verdicts.report.chains import chain_rows, fault_counts, unexplained_rows
+from verdicts.report.chains import SHOWN, chain_rows, fault_counts, unexplained_rows
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.headline import headline, percent, shares
@@ -102,7 +102,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         chart=timeline_html(scan, topic.get("replication_factor") if isinstance(topic.get("replication_factor"), int)
                             else None),
         latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER), partitions=_partition_rows(scan),
-        faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains,
+        faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains, shown_chains=SHOWN,
         unexplained=unexplained_rows(results), examples=examples, excerpts=excerpts(run, refs),
         scenario_text=run.scenario.read_text() if run.scenario.is_file() else "", files=_files(run),
         notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",
