@@ -61,6 +61,13 @@ def test_a_broken_promise_fails_and_says_which_expectation_broke() -> None:
     assert top.tones["lost"] == "broken" and top.rows[0]["why"] == "breaks an expectation"
 
 
+def test_an_anomaly_expected_but_not_found_is_red_among_those_not_found() -> None:
+    top = headline(results(), Assessment(UNMET, unmet=["lost is 0, expected >0"]), ACKS1, [], {"lost": ">0"},
+                   [kill(1, 2)], [Counter()], 0)
+    assert top.sentence.endswith("; expectation broken: lost is 0, expected >0.")
+    assert ("lost", "broken", ">0") in top.zero and ("duplicated", "", None) in top.zero
+
+
 def test_an_anomaly_no_expectation_covers_is_red_when_it_breaks_a_promise() -> None:
     top = headline(results(duplicated=3), Assessment(MET), ACKSALL, [], {"lost": 0}, [kill(10, 15)],
                    [Counter(duplicated=3)], 0)
@@ -89,7 +96,7 @@ def test_a_clean_run_says_every_write_came_back() -> None:
     top = headline(results(), Assessment(MET), ACKSALL, [], {"lost": 0}, [kill(1, 2), kill(5, 6)], [], 0)
     assert top.sentence == ("PASS — all 468,057 acknowledged writes were read back exactly once through 2 leader "
                             "kills.")
-    assert "lost" in top.zero and not [r for r in top.rows if r["tone"]]
+    assert ("lost", "", 0) in top.zero and not [r for r in top.rows if r["tone"]]
 
 
 @pytest.mark.parametrize("n, d, text", [(1216, 468_057, "0.26 %"), (12, 400_000, "0.003 %"), (1, 10**9, "< 0.001 %"),

@@ -117,7 +117,7 @@ class Headline:
     css: str  # pass, fail, unjudged
     sentence: str
     rows: list[dict[str, Any]] = field(default_factory=list)  # the anomalies found, as overlapping sets
-    zero: list[str] = field(default_factory=list)  # the anomalies not found
+    zero: list[tuple[str, str, Any]] = field(default_factory=list)  # anomalies not found: (label, tone, expected)
     tones: dict[str, str] = field(default_factory=dict)  # count name -> broken / allowed / ""
 
 
@@ -145,7 +145,8 @@ def headline(results: dict[str, Any], assessment: Assessment, cfg: dict[str, Any
                 else "no anomaly was found") + _through(windows) + _transactions(counts)
         text += _tail([], tones, assessment, expect, cfg, planned)
     return Headline(status, css, f"{status} — {text}.", _rows(counts, tones, cfg, planned, expect, lost_divergent),
-                    [a.replace("_", " ") for a in ANOMALIES if a not in COUNTED_ONLY and not counts.get(a)], tones)
+                    [(a.replace("_", " "), tones.get(a, ""), expect.get(a)) for a in ANOMALIES
+                     if a not in COUNTED_ONLY and not counts.get(a)], tones)
 
 
 def _subject(name: str, cfg: dict[str, Any] | None, planned: list[tuple[str, str]]) -> str:
