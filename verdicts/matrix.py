@@ -1,10 +1,15 @@
-"""The reliability matrix: every run under RUNS_ROOT, one row per durability configuration, one column per fault.
+"""The reliability matrix: every run under RUNS_ROOT, one row per configuration, one column per fault.
 
 ``kchaos matrix RUNS_ROOT`` reads RUNS_ROOT/<scenario>/<timestamp>/scenario.yaml
 and results.json of every finished run and writes RUNS_ROOT/index.html
-(links relative to RUNS_ROOT; nothing on the page depends on when it was written). A
-cell adds up lost and duplicated messages over its runs, is coloured by the
-worst verdict among them and links to each run's report.
+(links relative to RUNS_ROOT; nothing on the page depends on when it was written).
+A row is a configuration: Kafka version and metadata mode, the clients that
+ran (results.json ``clients``) and the durability settings; a column is the
+faults, each by kind and target. A cell says how many of its runs met their
+expectations and what share of the acknowledged writes they lost and
+duplicated, is coloured by the worst judged verdict among them (grey only when
+no run could be judged: a run cut short proves nothing, it does not fail) and
+links to each run's report.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
 from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, STAMP_FORMAT, RunDir
 from rundir.lines import HistoryError
-from verdicts.report import durability_config, promises, templates
+from verdicts.report import TARGET_WORDS, durability_config, percent, planned_faults, promises, templates
 
 
 # worst first: a cell takes the colour of its worst run
@@ -31,8 +36,6 @@ VERDICTS = {
     "valid": ("valid", "no anomaly"),
 }
 ORDER = list(VERDICTS)
-
-
 @dataclass
 class Run:
     scenario: str
@@ -47,27 +50,96 @@ class Run:
     counts: dict[str, int]
     unmet: list[str]
 
+    @property
+    def judged(self) -> bool:
+        return self.verdict != "unjudged"
+
+    @property
+    def acked(self) -> int:
+        return int(self.counts.get("acked", 0))
+
 
 @dataclass
 class Cell:
     runs: list[Run] = field(default_factory=list)
 
     @property
+    def judged(self) -> list[Run]:
+        """The runs that proved something: the rates and the colour come from these alone."""
+        return [r for r in self.runs if r.judged]
+
+    @property
     def lost(self) -> int:
-        return sum(r.lost for r in self.runs)
+        return sum(r.lost for r in self.judged)
 
     @property
     def duplicated(self) -> int:
-        return sum(r.duplicated for r in self.runs)
+        return sum(r.duplicated for r in self.judged)
+
+    @property
+    def acked(self) -> int:
+        return sum(r.acked for r in self.judged)
+
+    @property
+    def met(self) -> int:
+        return sum(1 for r in self.runs if r.verdict in ("valid", "anomalies"))
 
     @property
     def verdict(self) -> str:
-        return min((r.verdict for r in self.runs), key=ORDER.index)
+        return min((r.verdict for r in self.judged), key=ORDER.index) if self.judged else "unjudged"
+
+    def rate(self, name: str) -> str:
+        """Lost or duplicated as a share of the acknowledged writes of the judged runs."""
+        return percent(getattr(self, name), self.acked)
 
 
-def fault_kinds(scenario: dict[str, Any]) -> str:
-    kinds = sorted({str(f.get("kind")) for f in scenario.get("faults") or [] if isinstance(f, dict)})
-    return " + ".join(kinds) or "no faults"
+def fault_column(scenario: dict[str, Any]) -> str:
+    """The faults of a scenario by kind and target ("kill partition-leader"; a nested one after "→")."""
+    columns = []
+    for f in scenario.get("faults") or []:
+        if isinstance(f, dict):
+            nested = planned_faults({"faults": [f]})
+            columns.append(" → ".join(f"{kind} {target}" for kind, target in nested))
+    return " + ".join(sorted(columns)) or "no faults"
+
+
+def settings_lines(cfg: dict[str, Any]) -> list[str]:
+    """A row's durability settings in three short lines, the same order in every row so a column scans."""
+    flush = "no fsync" if cfg["flush"] == "OS page cache" else f"fsync {cfg['flush']}"
+    return [f"acks={cfg['acks']} · min ISR {cfg['min.insync.replicas']} · RF {cfg['replication factor']}",
+            ("idempotent" if cfg["idempotence"] else "not idempotent")
+            + (" · unclean election" if cfg["unclean election"] else ""),
+            f"{flush} · {cfg['commit']} commit"]
+
+
+def fault_header(column: str) -> list[tuple[str, str, str]]:
+    """A fault column's header as (joiner, kind, target in a word): "+" between faults, "then" before a nested
+    one; the full text is its tooltip."""
+    parts = []
+    for i, fault in enumerate(column.split(" + ")):
+        for j, step in enumerate(fault.split(" → ")):
+            kind, _, target = step.partition(" ")
+            parts.append(("then" if j else "+" if i else "", kind, TARGET_WORDS.get(target, target)))
+    return parts
+
+
+def row_config(scenario: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """What a row of the matrix is: Kafka and its metadata mode, the clients that ran, the durability settings."""
+    cfg = durability_config(scenario)
+    cluster = scenario.get("cluster") or {}
+    metadata = {"zookeeper": "ZooKeeper", "kraft": "KRaft"}.get(cfg.pop("metadata"), "?")
+    return {"kafka": f"{cluster.get('kafka_version', '?')} {metadata}",
+            "client": clients_text(results) or cfg["client"], **{k: v for k, v in cfg.items() if k != "client"}}
+
+
+def clients_text(results: dict[str, Any]) -> str:
+    """The client libraries and versions the workload's processes said they ran ("java 3.9.2"; by role when
+    they differ); the checker's own read-back client is left out."""
+    ran = {role: f"{info.get('client')} {info.get('version')}" for role, info in (results.get("clients") or {}).items()
+           if isinstance(info, dict) and role != "reader"}
+    if len(set(ran.values())) == 1:
+        return next(iter(ran.values()))
+    return ", ".join(f"{role} {text}" for role, text in sorted(ran.items()))
 
 
 def verdict_of(results: dict[str, Any], assessment: Assessment) -> str:
@@ -98,7 +170,7 @@ def find_runs(root: Path) -> tuple[list[Run], list[str]]:
         counts = results["counts"]
         link = rel / (REPORT if run.report.is_file() else RESULTS)
         runs.append(Run(scenario=str(scenario.get("name", rel.parts[0])), stamp=rel.parts[-1], path=run.path,
-                        link=link.as_posix(), config=durability_config(scenario), faults=fault_kinds(scenario),
+                        link=link.as_posix(), config=row_config(scenario, results), faults=fault_column(scenario),
                         verdict=verdict_of(results, assessment), lost=int(counts.get("lost", 0)),
                         duplicated=int(counts.get("duplicated", 0)), counts=counts,
                         unmet=assessment.unmet + assessment.not_judged))
@@ -110,18 +182,24 @@ def _config_key(config: dict[str, Any]) -> tuple:
 
 
 def build_matrix(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows (one per configuration, strongest acks last) and the fault columns."""
+    """Rows (one per configuration: by Kafka, client, then strongest acks last) and the fault columns; each row
+    says whether it starts a new group of one Kafka and client."""
     columns = sorted({r.faults for r in runs}, key=lambda f: (f == "no faults", f))
     rows: dict[tuple, dict[str, Any]] = {}
     for r in runs:
         row = rows.setdefault(_config_key(r.config), {"config": r.config, "cells": {},
+                                                      "settings": settings_lines(r.config),
                                                       "promises": promises(r.config)})
         row["cells"].setdefault(r.faults, Cell()).runs.append(r)
     acks_rank = {"0": 0, "1": 1, "all": 2}
-    ordered = sorted(rows.values(), key=lambda row: (acks_rank.get(str(row["config"]["acks"]), 3),
+    ordered = sorted(rows.values(), key=lambda row: (row["config"]["kafka"], row["config"]["client"],
+                                                     acks_rank.get(str(row["config"]["acks"]), 3),
                                                      _config_key(row["config"])))
+    group = None
     for i, row in enumerate(ordered, 1):
         row["id"] = f"C{i}"
+        row["group"] = f"Kafka {row['config']['kafka']} · {row['config']['client']}"
+        row["new_group"], group = row["group"] != group, row["group"]
     return ordered, columns
 
 
@@ -144,5 +222,5 @@ def write_matrix(root: Path) -> Path:
     rows, columns = build_matrix(runs)
     page = templates().get_template("matrix.html.j2").render(
         rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
-        settings=list(rows[0]["config"]) if rows else [], newest=newest_run(runs))
+        headers={c: fault_header(c) for c in columns}, newest=newest_run(runs))
     return write_atomically(root / INDEX, page)

@@ -1,15 +1,20 @@
 """The per-run report: RUN/report.html, one self-contained page an operator opens after a run.
 
-One module per job: ``settings`` (what the durability settings promise),
-``scan`` (the one streaming pass over the history), ``figure`` (the
-timeline), ``examples`` (results.json's examples for a person) and ``page``
-(the page and ``kchaos report``). Other modules import from here, never from
-the submodules.
+One module per job: ``settings`` (what the durability settings promise and
+allow), ``scan`` (the one streaming pass over the history), ``windows`` (fault
+windows: down, recovering, which fault a moment belongs to), ``latency``
+(every send's latency, packed for the page), ``isr`` (one leadership strip
+per partition), ``figure`` (the timeline), ``headline`` (the sentence and the
+anomalies as overlapping sets), ``chains`` (results.json's forensics),
+``logs`` (the node-log lines embedded), ``examples`` (results.json's examples
+for a person) and ``page`` (the page and ``kchaos report``). Other modules
+import from here, never from the submodules.
 """
 
+from verdicts.report.headline import TARGET_WORDS, percent
 from verdicts.report.page import report_cmd, templates, write_report
-from verdicts.report.scan import NS, bucket_ms, latency_bucket, scan_history
-from verdicts.report.settings import durability_config, promises
+from verdicts.report.scan import NS, scan_history
+from verdicts.report.settings import durability_config, planned_faults, promises
 
-__all__ = ["NS", "bucket_ms", "durability_config", "latency_bucket", "promises", "report_cmd", "scan_history",
+__all__ = ["NS", "TARGET_WORDS", "durability_config", "percent", "planned_faults", "promises", "report_cmd", "scan_history",
            "templates", "write_report"]

@@ -1,29 +1,18 @@
 """The anomaly examples of results.json written out for a person: each message's send and reads, placed
-against the fault windows ("during kill broker1 (+0.42 s)")."""
+against the nearest fault ("0.21 s before fault 2 (kill broker2) began"), with the causal chain that explains
+it (results.json ``forensics``) or, without one, the node-log events of its partition that did it: the
+election of a leader that never had the message, the truncation that removed it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from checkers.anomalies import ANOMALIES, DEFINITIONS
-from verdicts.report.scan import NS, fault_label
+from verdicts.report.chains import chain_for, step_rows
+from verdicts.report.scan import NS, Scan
+from verdicts.report.windows import fault_context
 
-
-def fault_context(t_ns: int | None, faults: list[dict[str, Any]]) -> str:
-    """Where a moment sits relative to the faults: during one, or how long after the last heal."""
-    if t_ns is None:
-        return ""
-    during = [w for w in faults if w["start_ns"] is not None and w["start_ns"] <= t_ns
-              and (w["end_ns"] is None or t_ns <= w["end_ns"])]
-    if during:
-        return "; ".join(f"during {fault_label(w)} (+{(t_ns - w['start_ns']) / NS:.2f} s)" for w in during)
-    before = [w for w in faults if w["end_ns"] is not None and w["end_ns"] < t_ns]
-    if before:
-        w = max(before, key=lambda w: w["end_ns"])
-        return f"{(t_ns - w['end_ns']) / NS:.2f} s after {fault_label(w)} healed"
-    if faults:
-        return f"{(faults[0]['start_ns'] - t_ns) / NS:.2f} s before the first fault"
-    return ""
+ACKNOWLEDGED = ("lost", "lost_after_read", "divergent")  # anomalies whose moment is an acknowledgement
 
 
 def seconds_text(t: Any) -> str:
@@ -43,7 +32,8 @@ def example_positions(results: dict[str, Any]) -> set[tuple[str, int, int]]:
 
 
 def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
-                      at_offsets: dict[tuple[str, int, int], list[dict[str, Any]]] | None = None
+                      at_offsets: dict[tuple[str, int, int], list[dict[str, Any]]] | None = None,
+                      chains: list[dict[str, Any]] | None = None, scan: Scan | None = None
                       ) -> list[dict[str, Any]]:
     """The examples of results.json as rows a person can read, one section per anomaly that has any."""
     sections = []
@@ -68,9 +58,14 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
                           f"{seconds_text(ex.get('to_ns'))}")
             elif "offset" in ex and "partition" in ex:  # a position (divergent, foreign unexpected)
                 what = f"{ex.get('topic')}-{ex.get('partition')} @ offset {ex.get('offset')}"
+                if not ex.get("send"):  # two reads disagree: when the first was made
+                    first = min((r["time_ns"] for r in ex.get("reads") or [] if isinstance(r.get("time_ns"), int)),
+                                default=None)
+                    detail = fault_context(first, faults)
             else:
                 what = f"{ex.get('producer')}/{ex.get('seq')}" + (f" (group {ex['group']})" if ex.get("group") else "")
             row: dict[str, Any] = {"what": what, "detail": detail, "send": None, "reads": [], "there": [],
+                                   "chain": "", "steps": [],
                                    "outputs": [_read_row(r, faults) for r in ex.get("outputs") or []]}
             if send:
                 latency = (send["complete_ns"] - send["invoke_ns"]) / 1e6 if isinstance(send.get("complete_ns"), int) \
@@ -83,8 +78,14 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
                     "txn": send.get("txn"),
                     "invoked": seconds_text(send.get("invoke_ns")), "completed": seconds_text(send.get("complete_ns")),
                     "latency": f"{latency:.1f} ms" if latency is not None else "—",
-                    "context": fault_context(send.get("complete_ns") or send.get("invoke_ns"), faults),
+                    "context": fault_context(send.get("complete_ns") or send.get("invoke_ns"), faults,
+                                             acknowledged=name in ACKNOWLEDGED),
                 }
+                if name in ACKNOWLEDGED:
+                    chain = chain_for(chains or [], send.get("topic"), send.get("partition"), send.get("offset"),
+                                      send.get("complete_ns"))
+                    row["chain"] = chain["sentence"] if chain else ""
+                    row["steps"] = chain["steps"] if chain else step_rows(evidence(send, scan))
             if send and name in ("lost", "lost_after_read") and at_offsets is not None:
                 row["there"] = [_read_row(r, faults) for r in
                                 at_offsets.get((send.get("topic"), send.get("partition"), send.get("offset")), [])]
@@ -108,3 +109,33 @@ def _read_row(r: dict[str, Any], faults: list[dict[str, Any]]) -> dict[str, Any]
         "msg": f"{r.get('producer')}/{r.get('seq')}{source}", "time": seconds_text(r.get("time_ns")),
         "context": fault_context(r.get("time_ns"), faults),
     }
+
+
+def evidence(send: dict[str, Any], scan: Scan | None) -> list[dict[str, Any]]:
+    """What the node logs say happened to an acknowledged message's partition afterwards, as chain steps: the
+    first leader elected after the acknowledgement (and whether its log reached the offset) and the first
+    truncation below the offset, the acknowledging leader's own when it has one."""
+    topic, partition, offset, acked = (send.get("topic"), send.get("partition"), send.get("offset"),
+                                       send.get("complete_ns"))
+    if scan is None or not isinstance(acked, int) or not isinstance(offset, int):
+        return []
+    later = [e for e in scan.broker_events if e.get("topic") == topic and e.get("partition") == partition
+             and e.get("time_ns", -1) >= acked]
+    steps = []
+    leader = next((e for e in later if e.get("kind") == "become_leader"), None)
+    if leader is not None:
+        end = leader.get("log_end_offset")
+        had = (f"; its log ended at offset {end:,}, " + ("without the message" if end <= offset else "past it")
+               if isinstance(end, int) else "")
+        steps.append({**leader, "what": f"{leader['node']} became leader of {topic}-{partition}"
+                      + (f" in epoch {leader['leader_epoch']}" if leader.get("leader_epoch") is not None else "")
+                      + had})
+    cuts = [e for e in later if e.get("kind") == "truncate" and isinstance(e.get("to_offset"), int)
+            and e["to_offset"] <= offset]
+    acking = f"broker{scan.leader_at(topic, partition, acked)}"
+    cut = next((e for e in cuts if e.get("node") == acking), cuts[0] if cuts else None)
+    if cut is not None:
+        steps.append({**cut, "what": f"{cut['node']} truncated {topic}-{partition} to offset {cut['to_offset']:,}, "
+                                     f"below the message's {offset:,}"
+                                     + (" (it had acknowledged the message as leader)" if cut["node"] == acking else "")})
+    return sorted(steps, key=lambda e: e["time_ns"])

@@ -1,29 +1,37 @@
 """RUN/report.html, and ``kchaos report RUN`` that (re)writes it.
 
-One self-contained page: the verdict and every count, the durability
-settings and their promises, the timeline, a table per partition, the
-anomaly examples, the scenario as run and links to the history and logs.
+One self-contained page: a headline sentence with the verdict, the anomalies
+as overlapping sets, why the messages were lost (when the forensics know),
+the durability settings and their promises, the timeline, the faults with
+what each cost, a table per partition, the anomaly examples with the node-log
+lines around them, the scenario as run and links to the history and logs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from checkers.anomalies import ANOMALIES, DEFINITIONS, FLAGGED
+from checkers.anomalies import DEFINITIONS
 from harness.errors import EXIT_VALID, HarnessError
 from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
 from verdicts.expect import Assessment, assess, for_clients
+from verdicts.report.chains import SHOWN, chain_rows, fault_counts, unexplained_rows
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
-from verdicts.report.scan import NS, Scan, fault_label, scan_history
-from verdicts.report.settings import client_rows, durability_config, durability_settings, promises
+from verdicts.report.headline import headline, percent, shares
+from verdicts.report.latency import MAX_ACKED, MAX_OTHER, encode
+from verdicts.report.logs import excerpts
+from verdicts.report.scan import NS, Scan, scan_history
+from verdicts.report.settings import client_rows, durability_config, durability_settings, planned_faults, promises
+from verdicts.report.windows import add_recovery, fault_label
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +41,7 @@ def templates() -> Environment:
     env = Environment(loader=PackageLoader("verdicts", "templates"), autoescape=select_autoescape(["html", "j2"]))
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else ("—" if v is None else v)
     env.filters["setting"] = lambda v: str(v).lower() if isinstance(v, bool) else v
+    env.filters["pct"] = lambda n, d: percent(n, d)
     return env
 
 
@@ -71,33 +80,81 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
             notes.append(f"the timeline and partition table recount {name} from the history as "
                          f"{scan.totals.get(name):,}; the checker counted {counts[name]:,} (the counts above are the "
                          "checker's)")
-    chart = timeline_html(scan)
-    scenario = scenario or None
-    scenario_text = run.scenario.read_text() if run.scenario.is_file() else ""
-    faults = [{**w, "label": fault_label(w), "start": seconds_text(w["start_ns"]),
-               "end": seconds_text(w["end_ns"]) if w["end_ns"] is not None else "never healed",
-               "length": f"{((w['end_ns'] or scan.end_ns) - w['start_ns']) / NS:.1f} s"} for w in scan.faults]
+    add_recovery(scan.faults, scan.leaders, scan.part_keys, scan.broker_events)
+    cfg = durability_config(scenario) if scenario else None
+    planned = planned_faults(scenario)
+    expect = for_clients((scenario or {}).get("expect"), scenario)
+    per_fault, per_fault_source = fault_counts(results, scan.faults, scan.per_fault)
+    top = headline(results, assessment, cfg, planned, expect, scan.faults, per_fault, scan.lost_divergent)
+    chains = chain_rows(results)
+    examples = describe_examples(results, scan.faults, scan.at_offsets, chains, scan)
+    refs = [(s["node"], s["line"]) for c in chains for s in c["steps"] if s["anchor"]]
+    refs += [(s["node"], s["line"]) for section in examples for row in section["rows"] for s in row.get("steps", [])
+             if s["anchor"]]
     cluster = (scenario or {}).get("cluster") or {}
-    headline = {
-        "acked": counts.get("acked"), "failed": counts.get("failed"), "unknown": counts.get("indeterminate"),
-        "reads_live": counts.get("reads_live"), "reads_final": counts.get("reads_final"),
-        "duration": f"{scan.end_ns / NS:.1f} s",
-        "planned": (((scenario or {}).get("workload") or {}).get("duration_s")),
-        "kafka": f"{cluster.get('kafka_version', '?')} ({cluster.get('metadata', '?')})" if cluster else "unknown",
-        "faults": len(scan.faults),
-    }
+    topic = (scenario or {}).get("topic") or {}
     page = templates().get_template("report.html.j2").render(
         name=(scenario or {}).get("name", run.path.name), description=(scenario or {}).get("description", ""),
         started_at=(scenario or {}).get("started_at", ""), run_dir=str(run.path),
-        results=results, counts=counts, assessment=assessment, expect=for_clients((scenario or {}).get("expect"), scenario),
-        settings=durability_settings(scenario) + client_rows(results),
-        promises=promises(durability_config(scenario)) if scenario else [],
-        violations=FLAGGED, anomalies=ANOMALIES, definitions=DEFINITIONS, headline=headline,
-        plotly=plotly_script(), chart=chart, partitions=scan.partitions, faults=faults,
-        examples=describe_examples(results, scan.faults, scan.at_offsets), scenario_text=scenario_text,
-        files=_files(run), notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",
-        leader_changes=len(scan.leader_changes))
+        results=results, counts=counts, shares=shares(counts), assessment=assessment, expect=expect, top=top,
+        facts=_facts(results, scan, scenario), settings=durability_settings(scenario) + client_rows(results),
+        promises=promises(cfg) if cfg else [], definitions=DEFINITIONS, plotly=plotly_script(),
+        chart=timeline_html(scan, topic.get("replication_factor") if isinstance(topic.get("replication_factor"), int)
+                            else None),
+        latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER), partitions=_partition_rows(scan),
+        faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains, shown_chains=SHOWN,
+        unexplained=unexplained_rows(results), examples=examples, excerpts=excerpts(run, refs),
+        scenario_text=run.scenario.read_text() if run.scenario.is_file() else "", files=_files(run),
+        notes=list(results.get("notes") or []) + notes, scan_seconds=f"{scan.seconds:.1f}",
+        kafka=f"{cluster.get('kafka_version', '?')} ({cluster.get('metadata', '?')})" if cluster else "unknown")
     return write_atomically(run.report, page)
+
+
+def _facts(results: dict[str, Any], scan: Scan, scenario: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """The run in a few numbers, each with its share of the sends where it has one: (key, value, what)."""
+    c = results.get("counts") or {}
+    planned = ((scenario or {}).get("workload") or {}).get("duration_s")
+    facts = [(key, f"{c[key]:,}" if isinstance(c.get(key), int) else "—", what + _share(key, c))
+             for key, what in (("sent", "sends"), ("acked", "acknowledged"), ("failed", "failed"),
+                               ("indeterminate", "unknown outcome (info)"), ("reads_live", "reads, live"),
+                               ("reads_final", "reads, final read-back"))]
+    return facts + [
+        ("duration", f"{scan.end_ns / NS:.1f} s", "history span" + (f" (workload {planned} s)" if planned else "")),
+        ("faults", f"{len(scan.faults)}", "faults applied"),
+        ("leader_changes", f"{len(scan.leader_changes)}", "leader changes seen"),
+    ]
+
+
+def _share(key: str, counts: dict[str, Any]) -> str:
+    share = shares(counts).get(key)
+    return f" — {share} of sends" if share else ""
+
+
+def _partition_rows(scan: Scan) -> dict[str, Any]:
+    """The per-partition table: its rows with each anomaly's share, and which anomaly columns any partition
+    needs (a column of zeros is left out)."""
+    columns = [c for c in ("lost", "duplicated", "divergent", "unverifiable")
+               if any(getattr(p, c) for p in scan.partitions)]
+    rows = [{"p": p, "shares": {c: percent(getattr(p, c), p.reads_final if c == "divergent" else p.acked)
+                                for c in columns}} for p in scan.partitions]
+    return {"rows": rows, "columns": columns}
+
+
+def _fault_rows(scan: Scan, per_fault: list[Counter[str]]) -> list[dict[str, Any]]:
+    """The fault table: each window's parts and what it cost, with its share of the run's total."""
+    total = {k: sum(c.get(k, 0) for c in per_fault) for k in ("lost", "duplicated", "divergent")}
+    rows = []
+    for w, counts in zip(scan.faults, per_fault):
+        down, back = w.get("down_ns", w["end_ns"]), w.get("recovered_ns", w["end_ns"])
+        rows.append({
+            **w, "label": fault_label(w), "start": seconds_text(w["start_ns"]),
+            "healed": seconds_text(w["end_ns"]) if w["end_ns"] is not None else "never",
+            "down": f"{((down if down is not None else scan.end_ns) - w['start_ns']) / NS:.1f} s",
+            "recovering": "—" if down is None or not w.get("recovery") else (
+                "not by the end" if back is None else f"{(back - down) / NS:.1f} s"),
+            "counts": {k: (counts.get(k, 0), percent(counts.get(k, 0), total[k])) for k in total},
+        })
+    return rows
 
 
 def report_cmd(run_dir: Path) -> int:

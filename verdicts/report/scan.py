@@ -1,10 +1,10 @@
 """The report's one streaming pass over the history: per-second series, per-partition rows, fault windows.
 
 A history may hold ten million messages, so each file is read once, line by
-line, and reduced to per-second aggregates (counts and a log-bucketed latency
-histogram per second); lost and duplicated messages are recounted with
-compact arrays indexed by seq (per producer) and by offset (per partition),
-never one dict per message.
+line, and reduced to per-second counts, every send's latency (thinned past a
+million points, ``latency``) and per-fault tallies; lost and duplicated
+messages are recounted with compact arrays indexed by seq (per producer) and
+by offset (per partition), never one dict per message.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rundir.broker_events import read_broker_events
 from rundir.layout import RunDir
 from rundir.lines import iter_jsonl
+from verdicts.report.latency import Points, new_points
+from verdicts.report.windows import Blame
 
 NS = 1_000_000_000
 MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
@@ -37,24 +40,6 @@ class Grow:
         if i >= len(v):
             v.extend([0] * (i + 1 - len(v)))
         v[i] += n
-
-
-def latency_bucket(ns: int) -> int:
-    """Log buckets of microseconds, 8 per power of two (about 6 % wide); exact below 8 µs."""
-    us = ns // 1000
-    if us < 8:
-        return max(us, 0)
-    b = us.bit_length()
-    return b * 8 + ((us >> (b - 4)) & 7)
-
-
-def bucket_ms(bucket: int) -> float:
-    """The middle of a latency bucket, in milliseconds."""
-    if bucket < 8:
-        return bucket / 1000
-    b, sub = divmod(bucket, 8)
-    width = 1 << (b - 4)
-    return ((8 + sub) * width + width / 2) / 1000
 
 
 class MessageTable:
@@ -77,15 +62,17 @@ class MessageTable:
 
 class PositionTable:
     """Per partition, by offset: the first message read there (id + 1; -1: a value kchaos did not write),
-    and whether the offset was seen holding different messages (9 bytes an offset)."""
+    and whether the offset was seen holding different messages (9 bytes an offset); and where the lost
+    messages were acknowledged."""
 
-    __slots__ = ("first", "div", "extra", "extra_div")
+    __slots__ = ("first", "div", "extra", "extra_div", "lost")
 
     def __init__(self) -> None:
         self.first = array("q")
         self.div = bytearray()
         self.extra: dict[int, int] = {}  # offsets beyond MAX_DENSE
         self.extra_div: set[int] = set()
+        self.lost = array("q")  # the acknowledged offsets of lost messages
 
     def grow(self, offset: int) -> None:
         n = max(offset + 1, len(self.first) * 3 // 2) - len(self.first)
@@ -100,6 +87,11 @@ class PositionTable:
 
     def divergent(self) -> int:
         return self.div.count(1) + len(self.extra_div)
+
+    def lost_divergent(self) -> int:
+        """How many lost messages were acknowledged at an offset seen holding different messages."""
+        div, size = self.div, len(self.div)
+        return sum(1 for o in self.lost if (div[o] if 0 <= o < size else o in self.extra_div))
 
 
 @dataclass
@@ -131,11 +123,14 @@ class Scan:
     reads_final: Grow = field(default_factory=Grow)
     lost: Grow = field(default_factory=Grow)
     duplicated: Grow = field(default_factory=Grow)
-    latency: list[Counter[int] | None] = field(default_factory=list)
-    latency_max: Grow = field(default_factory=Grow)
+    latency: dict[str, Points] = field(default_factory=new_points)  # every send, by status
     partitions: list[Partition] = field(default_factory=list)
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    leaders: dict[int, list[tuple[int, Any, int]]] = field(default_factory=dict)  # part -> (t_ns, leader, isr)
+    part_keys: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) of each partition row
+    faults: list[dict[str, Any]] = field(default_factory=list)  # applied windows, by start (skipped ones: notes)
+    per_fault: list[Counter[str]] = field(default_factory=list)  # lost, duplicated, divergent, by fault window
+    lost_divergent: int = 0  # lost messages whose acknowledged offset was seen holding different messages
+    leaders: dict[int, list[tuple[int, Any, tuple[int, ...]]]] = field(default_factory=dict)  # part -> (t, leader, isr)
+    broker_events: list[dict[str, Any]] = field(default_factory=list)  # history/broker-events.jsonl, when present
     leader_changes: list[tuple[int, int, Any, Any]] = field(default_factory=list)  # (t_ns, part, old, new)
     end_ns: int = 0
     start_ns: int | None = None  # the first send or leader observation: the run clock starts before the cluster
@@ -145,6 +140,15 @@ class Scan:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0  # how long the scan took
     at_offsets: dict[tuple[str, int, int], list[dict[str, Any]]] = field(default_factory=dict)  # wanted positions
+
+    def leader_at(self, topic: Any, partition: Any, t_ns: int) -> Any:
+        """The partition's leader as last observed at or before ``t_ns`` (None: not observed by then)."""
+        try:
+            obs = self.leaders.get(self.part_keys.index((topic, partition)), [])
+        except ValueError:
+            return None
+        before = [leader for t, leader, _ in obs if t <= t_ns]
+        return before[-1] if before else None
 
 
 def scan_history(run: RunDir, wanted: set[tuple[str, int, int]] | None = None) -> Scan:
@@ -164,9 +168,12 @@ def scan_history(run: RunDir, wanted: set[tuple[str, int, int]] | None = None) -
         if i is None:
             i = part_index[key] = len(scan.partitions)
             scan.partitions.append(Partition(label=f"{topic}-{partition}"))
+            scan.part_keys.append(key)
         return i
 
     _scan_events(run, scan, part_of)
+    if run.broker_events.is_file():
+        scan.broker_events = read_broker_events(run.history, scan.notes)
     producers: dict[str, int] = {}
     tables: list[MessageTable] = []
     positions: list[PositionTable] = []
@@ -174,6 +181,7 @@ def scan_history(run: RunDir, wanted: set[tuple[str, int, int]] | None = None) -
     _scan_sends(run, scan, part_of, producers, tables, positions)
     for part, pt in enumerate(positions):
         scan.partitions[part].divergent = pt.divergent()
+        scan.lost_divergent += pt.lost_divergent()
     scan.totals = {
         "lost": sum(p.lost for p in scan.partitions),
         "duplicated": sum(p.duplicated for p in scan.partitions),
@@ -206,7 +214,10 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
         if isinstance(t, int):
             scan.end_ns = max(scan.end_ns, t)
         try:
-            if kind == "fault":
+            if kind == "fault" and e.get("phase") == "skipped":
+                scan.notes.append(f"a {e.get('fault')} fault on {e.get('target')} was skipped at "
+                                  f"{(t or 0) / NS:.1f} s: {e.get('detail')}")
+            elif kind == "fault":
                 targets = e.get("targets") or []
                 key = (e.get("fault"), e.get("target"), tuple(targets), e.get("start_ns"))
                 w = windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
@@ -217,7 +228,7 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
                     w["end_ns"] = e.get("end_ns") if e.get("end_ns") is not None else t
             elif kind == "leader":
                 i = part_of(e["topic"], e["partition"])
-                isr = len(e.get("isr") or [])
+                isr = tuple(e.get("isr") or ())
                 obs = scan.leaders.setdefault(i, [])
                 if obs and obs[-1][1] != e.get("leader"):
                     scan.leader_changes.append((t, i, obs[-1][1], e.get("leader")))
@@ -227,7 +238,7 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
                     scan.start_ns = t
                 p = scan.partitions[i]
                 p.leader = e.get("leader")
-                p.min_isr = isr if p.min_isr is None else min(p.min_isr, isr)
+                p.min_isr = len(isr) if p.min_isr is None else min(p.min_isr, len(isr))
             elif kind == "final-read":
                 p = scan.partitions[part_of(e["topic"], e["partition"])]
                 p.complete = bool(p.complete) or bool(e.get("complete"))
@@ -236,6 +247,7 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
         except (KeyError, TypeError):
             continue
     scan.faults = sorted(windows.values(), key=lambda w: (w["start_ns"] or 0))
+    scan.per_fault = [Counter() for _ in scan.faults]
 
 
 def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable],
@@ -314,8 +326,8 @@ def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
 def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable],
                 positions: list[PositionTable]) -> None:
     acked, failed, unknown = scan.acked, scan.failed, scan.unknown
-    lost_s, dup_s, lat_max, latency = scan.lost, scan.duplicated, scan.latency_max, scan.latency
-    parts = scan.partitions
+    lost_s, dup_s, latency = scan.lost, scan.duplicated, scan.latency
+    parts, per_fault, blame = scan.partitions, scan.per_fault, Blame(scan.faults).after
     end = scan.end_ns
     n = first = 0
     for s in _history_lines(run, run.sends, scan.notes):
@@ -340,18 +352,8 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
             failed.add(sec)
         else:
             unknown.add(sec)
-        if status != "info" and isinstance(complete, int):
-            lat = complete - invoke
-            if sec >= len(latency):
-                latency.extend([None] * (sec + 1 - len(latency)))
-            hist = latency[sec]
-            if hist is None:
-                hist = latency[sec] = Counter()
-            hist[latency_bucket(lat)] += 1
-            if sec >= len(lat_max.v):
-                lat_max.add(sec, 0)
-            if lat > lat_max.v[sec]:
-                lat_max.v[sec] = lat
+        points = latency.get(status) or latency["info"]
+        points.add(invoke, complete - invoke if isinstance(complete, int) else -1)
         p = producers.get(producer)
         table = tables[p] if p is not None else None
         if table is not None and type(seq) is int:
@@ -371,30 +373,34 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
         if dup == 1:  # duplicated: placed once, at its ack (or completion) time, in its final-read partition
             dup_s.add(sec)
             parts[where - 1].duplicated += 1
+            if per_fault and (f := blame(t)) is not None:
+                per_fault[f]["duplicated"] += 1
         if status != "ok" or part is None:
             continue
         pr = parts[part]
         pr.acked += 1
-        if where != part + 1:
-            if pr.complete:
-                pr.lost += 1
-                lost_s.add(sec)
-            else:
-                pr.unverifiable += 1
+        lost = where != part + 1 and bool(pr.complete)
+        fault = blame(t) if per_fault and (lost or where != part + 1) else None
+        if lost:
+            pr.lost += 1
+            lost_s.add(sec)
+            if fault is not None:
+                per_fault[fault]["lost"] += 1
+        elif where != part + 1:
+            pr.unverifiable += 1
         offset = s.get("offset")
         if type(offset) is int and part < len(positions):  # an ack's offset against what was read there
             pt = positions[part]
             seen = (pt.first[offset] if offset < len(pt.first) else 0) if 0 <= offset < MAX_DENSE \
                 else pt.extra.get(offset, 0)
             # a producer no read ever named (p None): whatever was read there is another message
+            if lost:
+                pt.lost.append(offset)
             if seen != 0 and (p is None or seen != (p << 40 | seq) + 1):
                 pt.mark(offset)
+                if per_fault and (fault := fault if fault is not None else blame(t)) is not None:
+                    per_fault[fault]["divergent"] += 1
     scan.end_ns = end
     scan.sent = n
     if n:
         scan.start_ns = first if scan.start_ns is None else min(scan.start_ns, first)
-
-
-def fault_label(w: dict[str, Any]) -> str:
-    """A fault window of the scan in a few words: its kind and the nodes it hit."""
-    return f"{w['fault']} {', '.join(w['targets']) or w.get('target') or ''}".strip()

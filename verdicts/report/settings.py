@@ -119,3 +119,43 @@ def _named(setting: str, config: dict[str, Any]) -> bool:
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).strip().lower() == "true"
+
+
+def planned_faults(scenario: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The scenario's faults as (kind, target), a nested ``then:`` fault after its outer one."""
+    out = []
+    for f in (scenario or {}).get("faults") or []:
+        while isinstance(f, dict):
+            out.append((str(f.get("kind")), str(f.get("target"))))
+            f = f.get("then")
+    return out
+
+
+# What a fault of every node does at once: with no fsync, nothing unflushed survives it.
+WHOLE_CLUSTER = ("all-brokers", "majority-brokers")
+# Loss, and what comes with it: a truncated offset is handed to a later write (divergent), which puts the
+# acknowledgements out of seq order (reordered), even from an idempotent producer.
+LOSS = ("lost", "lost_after_read", "divergent", "reordered")
+
+
+def allowance(anomaly: str, cfg: dict[str, Any], faults: list[tuple[str, str]]) -> str | None:
+    """The setting that lets ``anomaly`` happen without Kafka breaking a promise, in a few words (``promises``
+    says the same in sentences); None when these settings promise it cannot happen."""
+    acks, isr = cfg["acks"], cfg["min.insync.replicas"]
+    if anomaly in LOSS:
+        if acks in ("0", "1"):
+            return f"acks={acks}"
+        if cfg["unclean election"]:
+            return "unclean leader election"
+        if not (isinstance(isr, int) and isr >= 2):
+            return "acks=all with min.insync.replicas=1"
+        if cfg["flush"] == "OS page cache" and any(k == "power-loss" and t in WHOLE_CLUSTER for k, t in faults):
+            return "no fsync before a power loss of several brokers"
+        return None
+    if anomaly == "duplicated":
+        return None if cfg["idempotence"] else "retries without idempotence"
+    if anomaly == "consumer_skipped":
+        return "auto commit" if str(cfg["commit"]).startswith("auto") else None
+    if anomaly in ("consumer_redelivered", "unknown"):
+        return "at-least-once delivery" if anomaly == "consumer_redelivered" else "timeouts"
+    return None
