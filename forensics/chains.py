@@ -24,6 +24,7 @@ from typing import Any
 Event = dict[str, Any]
 
 EXPLAINED = ("lost", "divergent", "duplicated")
+LANDED_NOTE_NS = 500_000_000  # a fault that took longer than this to take effect says when it had
 BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
 STOPPING = ("kill", "power-loss")  # faults whose victim's process is gone until it starts again
@@ -326,7 +327,9 @@ def fault_phrase(w: Event) -> str:
     what = (w.get("detail") or f"{w['fault']} {', '.join(w['targets'])}").split(";")[0]
     if len(what) > 60:  # a long account (a power cut's timings) is cut to what it did
         what = what.split(":")[0]
-    return f"{what} at {seconds(w['start_ns'])}"
+    landed = w.get("applied_ns", w["start_ns"]) - w["start_ns"]  # a busy machine may take a while to apply it
+    return f"{what} at {seconds(w['start_ns'])}" + (f" (in effect by {seconds(w['applied_ns'])})"
+                                                    if landed > LANDED_NOTE_NS else "")
 
 
 def cut_phrase(cut: Event) -> str:

@@ -194,3 +194,11 @@ def test_faults_are_numbered_in_start_order_and_skipped_ones_are_not() -> None:
         {"kind": "fault", "fault": "kill", "phase": "skipped", "targets": [], "start_ns": None, "detail": "no leader"}]
     assert [(w["index"], w["detail"], w["end_ns"]) for w in fault_applications(events)] == [
         (1, "SIGKILL broker2", 23_900_000_000), (2, "SIGSTOP broker3", 35 * S)]
+
+
+def test_a_fault_slow_to_take_effect_says_when_it_had_and_its_victim_leads_until_then() -> None:
+    """On a busy machine a kill planned at 15.6 s may land only by 17.4 s: acks until then are the leader's."""
+    slow = [{**e, "time_ns": int(17.4 * S)} if e["phase"] == "start" else e for e in KILL]
+    [chain] = Explainer(slow, KILL_EVENTS, []).explain([lost(12_698, 13_354, 16.0, 17.0)])["chains"]
+    assert chain["leader"] == "broker2" and "SIGKILL broker2 at 15.6 s (in effect by 17.4 s) (fault 1)" in \
+        chain["sentence"]
