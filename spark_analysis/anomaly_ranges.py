@@ -7,7 +7,9 @@ final reads are its reads, and a divergent position's acks are the acks the
 examples see. Each entry gets its time from its send line's ``complete_ns``
 (one join on the line key), and a window per (anomaly, topic, partition) over
 time marks where a new range starts (``lag``) and numbers the ranges (a
-running sum of those marks). Only the ranges come back to the driver.
+running sum of those marks). Only the ranges come back to Python; the entry
+rows pass through the JVM driver only as a broadcast, when there are at most
+BROADCAST_KEYS of them (judge.broadcast_if_few), as the checker's other keys do.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ NO_SEND = -1  # the send key of an entry no send line places in time (line keys 
 
 def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFrame", enc: Encoded,
                    counts: dict[str, int]) -> list[dict[str, Any]]:
-    """results.json's ``anomaly_ranges``, in one job (none when nothing is lost, duplicated or divergent).
+    """results.json's ``anomaly_ranges``, in one query (none when nothing is lost, duplicated or divergent).
 
     ``messages`` and ``positions`` are the judge's cached findings, ``acks``
     every winning ack (``judge.acked``), ``counts`` the results' counts: they
