@@ -282,7 +282,8 @@ class Explainer:
             seen.append({"producer": ex["producer"], "seq": ex["seq"], "offsets": offsets[:2],
                          "batches": [{k: b.get(k) for k in ("base_offset", "producer_id", "producer_epoch",
                                                             "base_sequence", "leader_epoch")} for b in found]})
-            kind = "not_idempotent" if (ids[0][0] or -1) < 0 else "same_batch_twice" if ids[0] == ids[1] \
+            pid = ids[0][0]
+            kind = "not_idempotent" if pid is None or pid < 0 else "same_batch_twice" if ids[0] == ids[1] \
                 else "sent_again"
             tally[kind] += 1
         return {**tally, "examples": seen[:5]}

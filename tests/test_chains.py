@@ -163,7 +163,8 @@ def test_duplicates_say_whether_one_batch_was_appended_twice_or_sent_again() -> 
     """Two examples: one whose copies sit in batches of one producer id, epoch and base sequence (appended twice),
     one whose second copy came in a batch of a bumped producer epoch (sent again)."""
     disks = [batch("broker2", 100, 109, 0, seq=50), batch("broker2", 2_100, 2_109, 0, seq=50),
-             batch("broker2", 200, 209, 0, seq=60), batch("broker2", 2_200, 2_209, 0, pepoch=1, seq=0)]
+             batch("broker2", 200, 209, 0, pid=0, seq=0), batch("broker2", 2_200, 2_209, 0, pid=0, pepoch=1, seq=0)]
+    # (producer id 0 is the first a cluster hands out: an id, not the absence of one)
 
     def example(seq: int, offsets: list[int]) -> dict[str, Any]:
         return {"producer": "p0", "seq": seq, "reads": [
