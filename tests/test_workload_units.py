@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from workloads import protocol
 from workloads.client import WorkloadError
-from workloads.consumer import DEFAULT_ISOLATION, ConsumerClient, consumer_settings, slices
-from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock
+from workloads.consumer import DEFAULT_ISOLATION, ConsumerClient, FinalLines, consumer_settings, read_record, slices
+from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
 from workloads.producer import ProducerClient, TransactionalLoop, outcome
@@ -567,3 +567,17 @@ def test_a_process_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None
         assert p.failures and "on its own" in p.failures[0]
     finally:
         p.abort()
+
+
+@pytest.mark.parametrize("value", [encode("p0", 12, 100), encode("p1", 0, 4), encode_output("pipe0", 3, "p0", 7),
+                                   b"foreign", None, b"", b"p0:007:x", b"p0:-1:x", b"\xff\xfe:1:x", b'we"ird:5:xx',
+                                   b"p0:12:x:y"])
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_the_read_backs_fast_lines_are_the_records_json(value: bytes | None, isolation: str) -> None:
+    """Formatting a read-back line from the record's fields gives the bytes of its dict, whatever the value."""
+    clock = RunClock()
+    msg = Message(topic="chaos", partition=4, offset=13_100, value=value)
+    fast = FinalLines("final-reader", "chaos", isolation).line(msg, 123_456_789, clock)  # type: ignore[arg-type]
+    record = {**read_record(msg, "final-reader", None, "final", clock, isolation), "time_ns": 123_456_789}  # type: ignore[arg-type]
+    assert fast == json_line(record)
+    assert json.loads(fast)["offset"] == 13_100

@@ -50,6 +50,7 @@ DEFAULT_ISOLATIONS: dict[Library, Isolation] = {"librdkafka": DEFAULT_ISOLATION,
 FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read_committed": "final-reader-committed"}
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
+READ_BACK_BATCH = 10_000  # the read-back takes what librdkafka has fetched in big bites: no processing between
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
 
@@ -88,6 +89,43 @@ def read_record(msg: Message, consumer: str, group: str | None, phase: str, cloc
     if from_producer is not None:  # a pipeline's output: which input it was made from
         record["from_producer"], record["from_seq"] = from_producer, from_seq
     return record
+
+
+class FinalLines:
+    """The read-back's history lines, formatted from each record's fields with no dict per record: the read-back
+    is a run's largest stream (every record, once per isolation). A value kchaos did not write the usual way (a
+    pipeline's output, anything foreign) goes through ``read_record``; both give the same bytes."""
+
+    def __init__(self, consumer: str, topic: str, isolation: Isolation) -> None:
+        self.consumer, self.topic, self.isolation = consumer, topic, isolation
+        self.head = b'{"consumer":%s,"group":null,"phase":"final","topic":%s,"partition":' % (
+            json_line(consumer), json_line(topic))
+        self.tail = b',"isolation":%s}' % json_line(isolation)
+        self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
+
+    def line(self, msg: Message, time_ns: int, clock: RunClock) -> bytes:
+        value = msg.value()
+        parts = value.split(b":", 2) if value else ()
+        if len(parts) == 3 and b":" not in parts[2]:
+            producer, seq = parts[0], parts[1]
+            if seq.isdigit() and (seq[:1] != b"0" or seq == b"0"):
+                known = self.producers.get(producer)
+                if known is None:
+                    known = self.producers[producer] = self._producer_json(producer)
+                if known:
+                    return b'%s%d,"offset":%d,"producer":%s,"seq":%s,"time_ns":%d%s' % (
+                        self.head, msg.partition(), msg.offset(), known, seq, time_ns, self.tail)
+        record = read_record(msg, self.consumer, None, "final", clock, self.isolation)
+        record["time_ns"] = time_ns
+        return json_line(record)
+
+    @staticmethod
+    def _producer_json(producer: bytes) -> bytes:
+        """The producer's name as JSON, or b"" when it is not UTF-8 (that value takes the slow path)."""
+        try:
+            return json_line(producer.decode())
+        except UnicodeDecodeError:
+            return b""
 
 
 # ---------------------------------------------------------------------- the consumer process
@@ -327,13 +365,14 @@ def _read_with_librdkafka(bootstrap_servers: str, topic: str, high: dict[int, in
         tps = [TopicPartition(topic, p) for p in high]
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in high])
         position = {p: 0 for p in high}
+        lines = FinalLines(consumer_name, topic, isolation)
+        clock = history.clock
         deadline = time.monotonic() + timeout_s
         while any(position[p] < high[p] for p in position) and time.monotonic() < deadline:
-            records = []
-            for msg in consumer.consume(BATCH, timeout=0.5):
-                if msg.error() is None and msg.offset() < high[msg.partition()]:
-                    records.append(read_record(msg, consumer_name, None, "final", history.clock, isolation))
-            history.reads.write_many(records)
+            msgs = consumer.consume(READ_BACK_BATCH, timeout=0.5)
+            now = clock.now_ns()  # one read time per batch: the records arrived together
+            history.reads.write_lines([lines.line(msg, now, clock) for msg in msgs
+                                       if msg.error() is None and msg.offset() < high[msg.partition()]])
             for tp in consumer.position(tps):
                 if tp.offset >= 0:
                     position[tp.partition] = max(position[tp.partition], tp.offset)
