@@ -407,15 +407,6 @@ SELECT (SELECT count(*) FROM lost), (SELECT count(*) FROM lost_after_read), (SEL
 """
 
 
-def import_duckdb() -> Any:
-    """DuckDB, or SystemExit with the one command that installs it (the checker never depends on it)."""
-    try:
-        import duckdb
-    except ImportError:
-        raise SystemExit("duckdb is not installed: .venv/bin/pip install duckdb (benchmarks/README.md)") from None
-    return duckdb
-
-
 def id_map(column: str, local: list[str], history: list[str]) -> str:
     """SQL for a file's ids of ``local`` names as ids of ``history`` (a literal list; null stays null)."""
     ids = {name: i for i, name in enumerate(history)}
@@ -460,10 +451,22 @@ def completeness(history: Path) -> tuple[list[tuple[str, int]], list[str]]:
             [t for t in topics if all(complete.get(p, False) for p in parts if p[0] == t)])
 
 
+def completeness_tables(con: Any, history: Path, topic_key: Callable[[str], Any], topic_type: str) -> None:
+    """complete_partitions(tid, partition) and complete_topics(tid) for the query, topics as the views name them."""
+    partitions, topics = completeness(history)
+    con.execute(f'CREATE TEMP TABLE complete_partitions (tid {topic_type}, "partition" BIGINT)')
+    con.execute(f"CREATE TEMP TABLE complete_topics (tid {topic_type})")
+    if partitions:
+        con.executemany("INSERT INTO complete_partitions VALUES (?, ?)", [(topic_key(t), p) for t, p in partitions])
+    if topics:
+        con.executemany("INSERT INTO complete_topics VALUES (?)", [(topic_key(t),) for t in topics])
+
+
 def measure_duckdb(run: Path, source: str = "parquet") -> dict[str, Any]:
     """The six counts of DUCKDB_COUNTS with DuckDB on DUCKDB_THREADS threads, from the Parquet caches (as the
     Spark checker left them) or from the JSON lines."""
-    duckdb = import_duckdb()
+    import duckdb  # the benchmark's alone; main() runs this only when it is installed
+
     history = run / "history"
     started = time.perf_counter()
     con = duckdb.connect()
@@ -477,13 +480,7 @@ def measure_duckdb(run: Path, source: str = "parquet") -> dict[str, Any]:
         views = JSON_VIEWS.format(sends=history / "sends.jsonl", reads=history / "reads.jsonl")
         topic_key, topic_type = (lambda topic: topic), "VARCHAR"
     con.execute(views)
-    partitions, topics = completeness(history)
-    con.execute(f'CREATE TEMP TABLE complete_partitions (tid {topic_type}, "partition" BIGINT)')
-    con.execute(f"CREATE TEMP TABLE complete_topics (tid {topic_type})")
-    if partitions:
-        con.executemany("INSERT INTO complete_partitions VALUES (?, ?)", [(topic_key(t), p) for t, p in partitions])
-    if topics:
-        con.executemany("INSERT INTO complete_topics VALUES (?)", [(topic_key(t),) for t in topics])
+    completeness_tables(con, history, topic_key, topic_type)
     row = con.execute(DUCKDB_QUERY).fetchone()
     check_s = time.perf_counter() - started
     con.close()
