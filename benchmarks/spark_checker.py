@@ -36,12 +36,30 @@ run up to ``--python-max-millions`` (default 2): it holds every send and
 read as Python tuples, over a gigabyte per million sends with their reads,
 and takes minutes per million on this kind of machine.
 
+Beside Spark, the yardstick of issue #21: DuckDB (``duckdb`` and
+``duckdb-json``, plain histories only, when it is installed:
+``.venv/bin/pip install duckdb``; the checker never imports it) computes
+six of the counts, lost, lost_after_read, duplicated, failed_but_present,
+consumer_redelivered and divergent, on 2 threads with one CTE chain that
+follows DESIGN.md's definitions as checkers/reference.py reads them
+(``DUCKDB_QUERY``): from the Parquet caches Spark's conversion just wrote
+(so it runs right after ``spark``), and from the JSON lines (read by DuckDB,
+a line's number from ``WITH ORDINALITY``, without the reference reader's
+checks of each line). A line per size then puts Spark's convert, start and
+check seconds beside DuckDB's, with the ratios (Spark's check ÷ DuckDB from
+Parquet: the issue wants at most 2; Spark's convert + start + check ÷ DuckDB
+from the JSON lines) and whether the six counts agree with Spark's (and the
+reference's, when it ran). The synthetic histories' final reads are all
+complete, so ``lost`` there never depends on completeness; the query still
+asks for it.
+
 The generated data is deleted afterwards unless --keep.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -50,10 +68,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from producer_vs_kafka import load  # noqa: E402  (benchmarks/ is the script's folder)
 
 PRODUCERS = 8
 PARTITIONS = 12
@@ -308,12 +328,190 @@ def measure_python(run: Path) -> dict[str, Any]:
             "counts": results["counts"], "valid": results["valid"]}
 
 
+# --- the same counts on DuckDB (issue #21's yardstick; DuckDB is the benchmark's, never the checker's) ---------
+
+DUCKDB_COUNTS = ("lost", "lost_after_read", "duplicated", "failed_but_present", "consumer_redelivered", "divergent")
+DUCKDB_THREADS = 2  # the machine's cores, as the issue measured
+
+# What a plain (not transactional) history says, whatever the source: sends(line, pid, seq, tid, partition,
+# offset, status) and reads(gid, final, tid, partition, offset, pid, seq); names are ids from the Parquet
+# caches, strings from the JSON lines. status: 0 ok, 1 fail, 2 info (encode.STATUS_CODES).
+JSON_VIEWS = """
+CREATE VIEW sends AS
+  SELECT ordinality AS line, producer AS pid, seq, topic AS tid, "partition", "offset",
+         CASE status WHEN 'ok' THEN 0 WHEN 'fail' THEN 1 WHEN 'info' THEN 2 END AS status
+  FROM read_json('{sends}', format = 'newline_delimited', columns = {{producer: 'VARCHAR', seq: 'BIGINT',
+       topic: 'VARCHAR', "partition": 'BIGINT', "offset": 'BIGINT', status: 'VARCHAR'}})
+       WITH ORDINALITY;
+CREATE VIEW reads AS
+  SELECT "group" AS gid, phase = 'final' AS final, topic AS tid, "partition", "offset", producer AS pid, seq
+  FROM read_json('{reads}', format = 'newline_delimited', columns = {{"group": 'VARCHAR', phase: 'VARCHAR',
+       topic: 'VARCHAR', "partition": 'BIGINT', "offset": 'BIGINT', producer: 'VARCHAR', seq: 'BIGINT'}});
+"""
+
+PARQUET_VIEWS = """
+CREATE VIEW sends AS
+  SELECT line, {send_pid} AS pid, seq, {send_tid} AS tid, "partition", "offset", status
+  FROM read_parquet('{sends}');
+CREATE VIEW reads AS
+  SELECT {read_gid} AS gid, final, {read_tid} AS tid, "partition", "offset", {read_pid} AS pid, seq
+  FROM read_parquet('{reads}');
+"""
+
+# One CTE chain, each step one definition of DESIGN.md's table as checkers/reference.py reads it.
+DUCKDB_QUERY = """
+WITH
+-- each message's send: the last ok line, else the last line (an acknowledgement is never downgraded)
+winners AS (
+  SELECT pid, seq, arg_max({status: status, tid: tid, "partition": "partition", "offset": "offset"},
+                           (status = 0, line)) AS s
+  FROM sends GROUP BY pid, seq),
+sent AS (SELECT pid, seq, s.status, s.tid, s."partition", s."offset" FROM winners),
+-- the distinct positions at which the final read found each message
+final_positions AS (SELECT DISTINCT pid, seq, tid, "partition", "offset" FROM reads WHERE final AND pid IS NOT NULL),
+-- live reads per (group, message); the null group counts for lost_after_read, not for redelivery
+live AS (SELECT gid, pid, seq, count(*) AS n FROM reads WHERE NOT final AND pid IS NOT NULL GROUP BY ALL),
+-- ok, absent from the final read of its partition (no partition: of its topic) although that read was complete
+lost AS (
+  SELECT pid, seq FROM sent s
+  WHERE status = 0 AND "partition" IS NOT NULL
+    AND (tid, "partition") IN (SELECT (tid, "partition") FROM complete_partitions)
+    AND NOT EXISTS (SELECT 1 FROM final_positions f
+                    WHERE f.pid = s.pid AND f.seq = s.seq AND f.tid = s.tid AND f."partition" = s."partition")
+  UNION ALL
+  SELECT pid, seq FROM sent s
+  WHERE status = 0 AND "partition" IS NULL AND tid IN (SELECT tid FROM complete_topics)
+    AND NOT EXISTS (SELECT 1 FROM final_positions f WHERE f.pid = s.pid AND f.seq = s.seq AND f.tid = s.tid)),
+lost_after_read AS (SELECT pid, seq FROM lost WHERE (pid, seq) IN (SELECT (pid, seq) FROM live)),
+-- at two or more distinct positions in the final read
+duplicated AS (SELECT pid, seq FROM final_positions GROUP BY pid, seq HAVING count(*) > 1),
+-- definitely not written, yet somewhere in the final read
+failed_but_present AS (
+  SELECT pid, seq FROM sent WHERE status = 1 AND (pid, seq) IN (SELECT (pid, seq) FROM final_positions)),
+-- processed live more than once by one group
+consumer_redelivered AS (SELECT gid, pid, seq FROM live WHERE gid IS NOT NULL AND n > 1),
+-- one position holding different messages: the reads there (any phase, a foreign value included) and the acks
+-- there; a position nobody read is divergent when two acks there disagree
+divergent AS (
+  SELECT tid, "partition", "offset"
+  FROM (SELECT tid, "partition", "offset", pid, seq FROM reads
+        UNION ALL
+        SELECT tid, "partition", "offset", pid, seq FROM sent
+        WHERE status = 0 AND "partition" IS NOT NULL AND "offset" IS NOT NULL)
+  GROUP BY ALL
+  -- two messages differ in producer or seq; a foreign value (pid null) differs from any message
+  HAVING min(pid) <> max(pid) OR min(seq) <> max(seq) OR count(pid) NOT IN (0, count(*)))
+SELECT (SELECT count(*) FROM lost), (SELECT count(*) FROM lost_after_read), (SELECT count(*) FROM duplicated),
+       (SELECT count(*) FROM failed_but_present), (SELECT count(*) FROM consumer_redelivered),
+       (SELECT count(*) FROM divergent)
+"""
+
+
+def id_map(column: str, local: list[str], history: list[str]) -> str:
+    """SQL for a file's ids of ``local`` names as ids of ``history`` (a literal list; null stays null)."""
+    ids = {name: i for i, name in enumerate(history)}
+    mapping = [ids[name] for name in local]
+    if mapping == list(range(len(mapping))):
+        return column
+    return f"[{', '.join(map(str, mapping))}][{column} + 1]"
+
+
+def parquet_views(history: Path) -> tuple[str, Callable[[str], Any]]:
+    """The views over the caches Spark converted (their footers name the ids), and topic name -> id."""
+    from spark_analysis.columnar import DICTIONARIES
+    from spark_analysis.columnar_reader import convert_history
+    from spark_analysis.encode import sorted_names
+
+    files = convert_history(history)
+    assert files is not None, "no Parquet cache (a read-only run directory?)"
+    sends, reads = files["sends.jsonl"], files["reads.jsonl"]
+    assert sends is not None and reads is not None
+    names = {kind: sorted_names(set(sends.names[kind]) | set(reads.names[kind])) for kind in DICTIONARIES}
+    views = PARQUET_VIEWS.format(
+        sends=sends.path, reads=reads.path,
+        send_pid=id_map("pid", sends.names["producers"], names["producers"]),
+        send_tid=id_map("tid", sends.names["topics"], names["topics"]),
+        read_pid=id_map("pid", reads.names["producers"], names["producers"]),
+        read_tid=id_map("tid", reads.names["topics"], names["topics"]),
+        read_gid=id_map("gid", reads.names["groups"], names["groups"]))
+    topic_ids = {name: i for i, name in enumerate(names["topics"])}
+    return views, lambda topic: topic_ids.get(topic, -1)  # a topic no line names matches no row
+
+
+def completeness(history: Path) -> tuple[list[tuple[str, int]], list[str]]:
+    """(partitions whose final read was complete, topics all of whose final-read partitions were), from the
+    events as the reference reads them (Judge.topic_complete)."""
+    from rundir.documents import final_read_completeness, read_events
+
+    events = read_events(history, [])
+    complete = final_read_completeness(events)
+    parts = complete.keys() | final_read_completeness(events, committed=True).keys()
+    topics = {topic for topic, _ in parts}
+    return ([p for p, done in complete.items() if done],
+            [t for t in topics if all(complete.get(p, False) for p in parts if p[0] == t)])
+
+
+def completeness_tables(con: Any, history: Path, topic_key: Callable[[str], Any], topic_type: str) -> None:
+    """complete_partitions(tid, partition) and complete_topics(tid) for the query, topics as the views name them."""
+    partitions, topics = completeness(history)
+    con.execute(f'CREATE TEMP TABLE complete_partitions (tid {topic_type}, "partition" BIGINT)')
+    con.execute(f"CREATE TEMP TABLE complete_topics (tid {topic_type})")
+    if partitions:
+        con.executemany("INSERT INTO complete_partitions VALUES (?, ?)", [(topic_key(t), p) for t, p in partitions])
+    if topics:
+        con.executemany("INSERT INTO complete_topics VALUES (?)", [(topic_key(t),) for t in topics])
+
+
+def measure_duckdb(run: Path, source: str = "parquet") -> dict[str, Any]:
+    """The six counts of DUCKDB_COUNTS with DuckDB on DUCKDB_THREADS threads, from the Parquet caches (as the
+    Spark checker left them) or from the JSON lines."""
+    import duckdb  # the benchmark's alone; main() runs this only when it is installed
+
+    history = run / "history"
+    started = time.perf_counter()
+    con = duckdb.connect()
+    con.execute(f"SET threads = {DUCKDB_THREADS}")
+    session_s = time.perf_counter() - started
+    started = time.perf_counter()
+    if source == "parquet":
+        views, topic_key = parquet_views(history)
+        topic_type = "INTEGER"
+    else:
+        views = JSON_VIEWS.format(sends=history / "sends.jsonl", reads=history / "reads.jsonl")
+        topic_key, topic_type = (lambda topic: topic), "VARCHAR"
+    con.execute(views)
+    completeness_tables(con, history, topic_key, topic_type)
+    row = con.execute(DUCKDB_QUERY).fetchone()
+    check_s = time.perf_counter() - started
+    con.close()
+    return {"convert_s": 0.0, "session_s": session_s, "check_s": check_s, "peak_rss": 0,
+            "cpu_s": cpu_seconds(os.getpid()),
+            "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "counts": dict(zip(DUCKDB_COUNTS, map(int, row))), "valid": None}
+
+
 def in_child(engine: str, run: Path) -> dict[str, Any]:
     """Measure in a fresh process, so that its memory peak and start-up are its own."""
     proc = subprocess.run([sys.executable, __file__, "--measure", engine, str(run)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} on {run} failed: {proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def side_by_side(name: str, results: dict[str, dict[str, Any]]) -> str:
+    """Spark's phases beside DuckDB's two figures, the ratios issue #21 sets (check ÷ DuckDB from Parquet at most 2;
+    convert + start + check ÷ DuckDB from the JSON lines), and whether the six counts agree."""
+    spark = results["spark"]
+    whole = spark["convert_s"] + spark["session_s"] + spark["check_s"]
+    duck = {engine: results[engine]["session_s"] + results[engine]["check_s"] for engine in ("duckdb", "duckdb-json")}
+    differ = [count + " " + " / ".join(f"{engine} {r['counts'][count]}" for engine, r in results.items())
+              for count in DUCKDB_COUNTS if len({r["counts"][count] for r in results.values()}) > 1]
+    return (f"# {name} side by side [{load()}]: spark convert {spark['convert_s']:.1f} s, start "
+            f"{spark['session_s']:.1f} s, check {spark['check_s']:.1f} s (all {whole:.1f} s) | duckdb "
+            f"({DUCKDB_THREADS} threads) from Parquet {duck['duckdb']:.1f} s, from the JSON lines "
+            f"{duck['duckdb-json']:.1f} s | spark check ÷ duckdb Parquet {spark['check_s'] / duck['duckdb']:.1f}×, "
+            f"spark all ÷ duckdb JSON lines {whole / duck['duckdb-json']:.1f}× | "
+            + ("the six counts agree" if not differ else "counts DISAGREE: " + "; ".join(differ)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -334,11 +532,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure:
         engine, run = args.measure
         measure = {"spark": measure_spark, "spark-json": lambda r: measure_spark(r, "json"),
+                   "duckdb": measure_duckdb, "duckdb-json": lambda r: measure_duckdb(r, "json"),
                    "python": measure_python}[engine]
         print(json.dumps(measure(Path(run))))
         return 0
 
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    duckdb = importlib.util.find_spec("duckdb") is not None
+    if not duckdb:
+        print("# duckdb is not installed, so no DuckDB figures: .venv/bin/pip install duckdb (benchmarks/README.md)",
+              flush=True)
     print(f"{'sends':>8} {'reads':>8} {'engine':>10} {'convert s':>9} {'start s':>8} {'check s':>8} {'total s':>8} "
           f"{'CPU s':>7} {'JVM peak':>9} {'Py peak':>8}  anomalies", flush=True)
     kinds = ([False, True] if args.both else [args.transactional])
@@ -356,12 +559,13 @@ def main(argv: list[str] | None = None) -> int:
             size = sum(f.stat().st_size for f in (run / "history").glob("*.jsonl"))
             print(f"# {run.name}: {verb} {lines['sends']:,} sends and {lines['reads']:,} reads "
                   f"({size / 2 ** 30:.1f} GiB) in {time.perf_counter() - started:.0f} s", flush=True)
-            engines = ["spark"] + (["spark-json"] if args.json else []) + (
-                ["python"] if millions <= args.python_max_millions else [])
+            # DuckDB right after Spark: it reads the caches Spark's conversion wrote (spark-json deletes them)
+            engines = ["spark"] + (["duckdb", "duckdb-json"] if duckdb and not transactional else []) + (
+                ["spark-json"] if args.json else []) + (["python"] if millions <= args.python_max_millions else [])
             results = {}
             for engine in engines:
                 m = in_child(engine, run)
-                results[engine] = m
+                results[engine] = m | {"engine": engine}
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
                     "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
                 whole = m["convert_s"] + m["session_s"] + m["check_s"]
@@ -371,8 +575,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{m['python_peak_rss'] / 2 ** 30:>7.2f}G  {found}", flush=True)
                 print(f"# load average {os.getloadavg()[0]:.1f}", flush=True)
             if "python" in results:
-                same = all(r["counts"] == results["python"]["counts"] for r in results.values())
+                same = all(r["counts"] == results["python"]["counts"] for r in results.values()
+                           if not r["engine"].startswith("duckdb"))
                 print(f"# {run.name}: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
+            if "duckdb" in results:
+                print(side_by_side(run.name, results), flush=True)
             if not args.keep:
                 shutil.rmtree(run)
             if millions > args.python_max_millions and transactional == kinds[-1] and millions == min(
