@@ -50,6 +50,10 @@ DEFAULT_ISOLATIONS: dict[Library, Isolation] = {"librdkafka": DEFAULT_ISOLATION,
 FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read_committed": "final-reader-committed"}
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
+# The read-back's own fetching (it models no application): librdkafka's defaults stop fetching a partition for
+# fetch.queue.backoff.ms (1 s) whenever its local queue holds queued.min.messages (100k), which held a whole
+# read-back to ~150k records/s with the CPU mostly idle; without the pause a bare consume loop read 1.96M/s.
+READ_BACK_FETCH = {"fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000}
 READ_BACK_BATCH = 10_000  # the read-back takes what librdkafka has fetched in big bites: no processing between
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
@@ -359,7 +363,7 @@ def _read_with_librdkafka(bootstrap_servers: str, topic: str, high: dict[int, in
     consumer_name = FINAL_READERS[isolation]
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kchaos-final-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": False,
-                         "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}"},
+                         "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}", **READ_BACK_FETCH},
                         logger=RDKAFKA_LOG)
     try:
         tps = [TopicPartition(topic, p) for p in high]
