@@ -16,10 +16,12 @@ Pure: takes the run's documents as values, so it runs offline on any past run (`
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
+
+from rundir.documents import fault_windows
 
 Event = dict[str, Any]
 
@@ -28,27 +30,6 @@ LANDED_NOTE_NS = 500_000_000  # a fault that took longer than this to take effec
 BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
 STOPPING = ("kill", "power-loss")  # faults whose victim's process is gone until it starts again
-_BROKER = re.compile(r"^broker(\d+)$")
-
-
-def fault_applications(events: Iterable[Event]) -> list[Event]:
-    """The faults that took effect, in start order, numbered from 1 as ``fault N`` (skipped ones are not)."""
-    windows: dict[tuple[Any, ...], Event] = {}
-    for e in events:
-        if e.get("kind") != "fault" or e.get("phase") not in ("start", "heal") or e.get("start_ns") is None:
-            continue
-        key = (e.get("fault"), e.get("target"), tuple(e.get("targets") or ()), e["start_ns"])
-        w = windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
-                                     "targets": list(e.get("targets") or ()), "start_ns": e["start_ns"],
-                                     "end_ns": None, "detail": e.get("detail")})
-        if e.get("phase") == "heal":
-            w["end_ns"] = e.get("end_ns")
-        else:  # written once the fault had taken effect (a killed process is gone by then)
-            w["applied_ns"] = e.get("time_ns", e["start_ns"])
-    ordered = sorted(windows.values(), key=lambda w: w["start_ns"])
-    for i, w in enumerate(ordered, 1):
-        w["index"] = i
-    return ordered
 
 
 def seconds(ns: int | None) -> str:
@@ -107,7 +88,7 @@ class Partition:
         held: dict[str, int] = defaultdict(int)
         if epoch is None or low is None or high is None:
             return held
-        read = self.final_leader_batches()
+        read = self.final_leader_batches
         for b in self.batches:
             created = b.get("create_time_ms")
             if made is not None and created is not None and not made[0] <= created <= made[1]:
@@ -119,8 +100,10 @@ class Partition:
                 held[b["node"]] += min(high, b["last_offset"]) - max(low, b["base_offset"]) + 1
         return held
 
+    @cached_property
     def final_leader_batches(self) -> set[tuple[Any, ...]]:
-        """The batches of the partition's last leader (whose log the final read-back read), by identity."""
+        """The batches of the partition's last leader (whose log the final read-back read), by identity; asked once
+        per chain, built once."""
         leaders = [e["node"] for e in self.events if e["kind"] == "become_leader"]
         return {batch_identity(b) for b in self.batches if leaders and b["node"] == leaders[-1]}
 
@@ -137,10 +120,9 @@ class Explainer:
                  examples: dict[str, list[Event]] | None = None, started_ms: int | None = None) -> None:
         """``started_ms``: the run's wall-clock start (ms since the epoch), to place the batches' create times."""
         self.started_ms = started_ms
-        self.faults = fault_applications(events)
+        self.faults = fault_windows(events)
         self.have_disks = batches is not None
         self.examples = examples or {}
-        self.names = node_names(broker_events)
         by_part: dict[tuple[str, int], list[Event]] = defaultdict(list)
         for e in broker_events:
             if e.get("topic") is not None:
@@ -300,18 +282,6 @@ def process_stops(faults: Iterable[Event]) -> list[Event]:
     moment the fault was known to have taken effect: acks may still arrive between its start and then."""
     return [{"kind": "process_stop", "node": node, "time_ns": w.get("applied_ns", w["start_ns"]), "line": 0}
             for w in faults if w["fault"] in STOPPING for node in w["targets"]]
-
-
-def node_names(broker_events: Iterable[Event]) -> dict[int, str]:
-    """Broker id -> node name, from the brokers' own lines (``started``) and their names (broker<N>)."""
-    names: dict[int, str] = {}
-    for e in broker_events:
-        m = _BROKER.match(e.get("node", ""))
-        if m:
-            names[int(m.group(1))] = e["node"]
-        if e.get("kind") == "started" and isinstance(e.get("node_id"), int):
-            names[e["node_id"]] = e["node"]
-    return names
 
 
 def step(event: Event, what: str) -> Event:

@@ -125,6 +125,45 @@ def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     return read_history_file(history_dir, EVENTS, parse_event, notes, "no events recorded")
 
 
+class FaultWindows:
+    """The faults that took effect, one window each (fault, target, targets, detail, start_ns, end_ns and, once its
+    start line says it had taken effect, applied_ns), gathered from events.jsonl's fault lines as they come and
+    numbered from 1 in start order: the one "fault N" of the report and of the causal chains."""
+
+    def __init__(self) -> None:
+        self._windows: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def add(self, e: dict[str, Any]) -> None:
+        """One fault line; a skipped fault never took effect and has no window."""
+        if e.get("kind") != "fault" or e.get("phase") == "skipped":
+            return
+        t, targets = e.get("time_ns"), e.get("targets") or []
+        key = (e.get("fault"), e.get("target"), tuple(targets), e.get("start_ns"))
+        w = self._windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
+                                           "targets": list(targets), "detail": e.get("detail"),
+                                           "start_ns": e.get("start_ns") if e.get("start_ns") is not None else t,
+                                           "end_ns": None})
+        if e.get("phase") == "heal" or e.get("end_ns") is not None:
+            w["end_ns"] = e.get("end_ns") if e.get("end_ns") is not None else t
+        if e.get("phase") == "start":  # written once the fault had taken effect (a killed process is gone by then)
+            w["applied_ns"] = t if t is not None else w["start_ns"]
+
+    def ordered(self) -> list[dict[str, Any]]:
+        """The windows in start order, each with its ``index`` (from 1)."""
+        ordered = sorted(self._windows.values(), key=lambda w: w["start_ns"] or 0)
+        for i, w in enumerate(ordered, 1):
+            w["index"] = i
+        return ordered
+
+
+def fault_windows(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faults of these events that took effect, numbered (FaultWindows)."""
+    windows = FaultWindows()
+    for e in events:
+        windows.add(e)
+    return windows.ordered()
+
+
 def final_read_completeness(events: list[dict[str, Any]], committed: bool = False) -> dict[Part, bool]:
     """Per partition with a final-read event: did some read-back reach the high watermark?
 

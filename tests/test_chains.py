@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from forensics.chains import Explainer, fault_applications
+from forensics.chains import Explainer
+from rundir.documents import fault_windows
 from forensics.segments import parse_dump, parse_dumps
 
 SEGMENTS = Path(__file__).parent / "data" / "segments"
@@ -193,7 +194,7 @@ def test_duplicates_of_a_producer_without_idempotence_are_not_called_one_batch_a
 def test_faults_are_numbered_in_start_order_and_skipped_ones_are_not() -> None:
     events = fault("pause", "broker3", 30.0, 35.0, "SIGSTOP broker3") + KILL + [
         {"kind": "fault", "fault": "kill", "phase": "skipped", "targets": [], "start_ns": None, "detail": "no leader"}]
-    assert [(w["index"], w["detail"], w["end_ns"]) for w in fault_applications(events)] == [
+    assert [(w["index"], w["detail"], w["end_ns"]) for w in fault_windows(events)] == [
         (1, "SIGKILL broker2", 23_900_000_000), (2, "SIGSTOP broker3", 35 * S)]
 
 

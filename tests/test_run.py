@@ -16,7 +16,7 @@ import pytest
 
 from clusters.cleanup import remove_orphans
 from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
-from forensics.chains import fault_applications
+from rundir.documents import fault_windows
 from helpers import jsonl
 
 pytestmark = pytest.mark.cluster
@@ -117,7 +117,7 @@ def assert_lost_records_explained(run: Path, results: dict) -> None:
     forensics = results["forensics"]
     by_fault = forensics["lost_by_fault"]
     assert sum(row["lost"] for row in by_fault) == results["counts"]["lost"]
-    faults = fault_applications(jsonl(run / "history" / "events.jsonl"))
+    faults = fault_windows(jsonl(run / "history" / "events.jsonl"))
     assert forensics["unexplained"] == [] and forensics["chains"]
     for c in forensics["chains"]:  # a chain may also name a leader the fault did not hit (a later election)
         assert c["fault_hit_leader"] == (c["leader"] in faults[c["fault"] - 1]["targets"])

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rundir.broker_events import read_broker_events
+from rundir.documents import FaultWindows
 from rundir.layout import RunDir
 from rundir.lines import iter_jsonl
 from verdicts.report.latency import Points, new_points
@@ -207,7 +208,7 @@ def _history_lines(run: RunDir, path: Path, notes: list[str]) -> Iterator[dict[s
 
 
 def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
-    windows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    windows = FaultWindows()
     for e in _history_lines(run, run.events, scan.notes):
         kind = e.get("kind")
         t = e.get("time_ns")
@@ -218,14 +219,7 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
                 scan.notes.append(f"a {e.get('fault')} fault on {e.get('target')} was skipped at "
                                   f"{(t or 0) / NS:.1f} s: {e.get('detail')}")
             elif kind == "fault":
-                targets = e.get("targets") or []
-                key = (e.get("fault"), e.get("target"), tuple(targets), e.get("start_ns"))
-                w = windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
-                                             "targets": list(targets), "detail": e.get("detail"),
-                                             "start_ns": e.get("start_ns") if e.get("start_ns") is not None else t,
-                                             "end_ns": None})
-                if e.get("phase") == "heal" or e.get("end_ns") is not None:
-                    w["end_ns"] = e.get("end_ns") if e.get("end_ns") is not None else t
+                windows.add(e)
             elif kind == "leader":
                 i = part_of(e["topic"], e["partition"])
                 isr = tuple(e.get("isr") or ())
@@ -246,7 +240,7 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
                     p.high_watermark = e["high_watermark"]
         except (KeyError, TypeError):
             continue
-    scan.faults = sorted(windows.values(), key=lambda w: (w["start_ns"] or 0))
+    scan.faults = windows.ordered()
     scan.per_fault = [Counter() for _ in scan.faults]
 
 
