@@ -19,8 +19,12 @@ acks=1, each on fresh topics of 6 partitions, RF 3, min.insync.replicas 2,
   (status ok, over first invoke to last completion), so a JVM's start is
   not counted, as ProducerPerformance's own figure leaves its start out.
 
-Then the consumer side, on the topic ProducerPerformance filled with acks=all:
-``org.apache.kafka.tools.ConsumerPerformance --messages N`` against, per
+Then the consumer side, on the topic the first client's kchaos producers
+filled with acks=all (values as kchaos writes them, ``<producer>:<seq>:``
+and padding, which the read-back formats without a dict; ProducerPerformance's
+random values would each take the slow path of a foreign value):
+``org.apache.kafka.tools.ConsumerPerformance --messages N`` (N: every record
+of the topic) against, per
 client, the kchaos application consumer (a ConsumerClient process, fresh
 group, recording ``live`` reads; its rate "incl. join" counts from the
 process's start, a JVM's start included) and the harness's final read-back
@@ -87,7 +91,7 @@ from clusters.topics import create_topic  # noqa: E402
 from harness.errors import Terminated, install_termination_handlers  # noqa: E402
 from rundir.layout import RunDir  # noqa: E402
 from workloads.client import LIBRARIES, Library  # noqa: E402
-from workloads.consumer import ConsumerClient, read_back  # noqa: E402
+from workloads.consumer import ConsumerClient, end_offsets, read_back  # noqa: E402
 from workloads.errors import WorkloadError  # noqa: E402
 from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
 from workloads.java_client import check_config, ensure_built  # noqa: E402
@@ -206,6 +210,12 @@ def delete_topic(cluster: Cluster, name: str) -> None:
         cluster.admin().delete_topics([name], request_timeout=30)[name].result(timeout=35)
     except Exception as e:  # noqa: BLE001 -- best effort: only disk space is at stake
         logging.getLogger(__name__).warning("could not delete topic %s: %s", name, e)
+
+
+def topic_records(cluster: Cluster, topic: str) -> int:
+    """How many records ``topic`` holds: the sum of its partitions' high watermarks (nothing was deleted)."""
+    admin = cluster.admin()
+    return sum(end_offsets(admin, topic, PARTITIONS, "read_uncommitted", timeout_s=30).values())
 
 
 def new_history(run_dir: Path) -> History:
@@ -640,6 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         same = ", ".join(f"{k}={v}" for k, v in extra.items())
         say(f"ProducerPerformance and every kchaos producer: acks and {same}; otherwise their client's defaults "
             "(each one's resolved settings follow its figure)")
+        read_topic: str | None = None
         for acks in args.acks:
             config = {"acks": acks, **extra}
             pp_topic = f"bench-pp-acks{acks}"
@@ -677,15 +688,20 @@ def main(argv: list[str] | None = None) -> int:
                 if kc["profiler"] is not None:
                     kc["profiler"].finish()
                 shutil.rmtree(run_dir, ignore_errors=True)
-                delete_topic(cluster, kc_topic)
+                if acks == "all" and not args.no_consumers and read_topic is None:
+                    read_topic = kc_topic  # what the consumers read: records as kchaos writes them
+                else:
+                    delete_topic(cluster, kc_topic)
             target = f"  (target >= {TARGET_RATIO}: {', '.join(verdicts)})" if acks == "all" else ""
             rows.append(table_row(f"producer acks={acks}", "ProducerPerformance", pp["rate"], pp_load, figures)
                         + target)
-            if acks == "all" and not args.no_consumers:
-                rows += consumers(cluster, tools, pp_topic, pp["records"], scratch, clients)
             delete_topic(cluster, pp_topic)
+            if read_topic is not None:
+                rows += consumers(cluster, tools, read_topic, topic_records(cluster, read_topic), scratch, clients)
+                delete_topic(cluster, read_topic)
+                read_topic = None
         if not args.no_consumers and "all" not in args.acks:
-            say("consumer comparison skipped: it reads the acks=all ProducerPerformance topic")
+            say("consumer comparison skipped: it reads the topic of the acks=all kchaos run")
         print()
         say("summary")
         for row in rows:

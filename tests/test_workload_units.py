@@ -14,7 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from workloads import protocol
 from workloads.client import WorkloadError
-from workloads.consumer import DEFAULT_ISOLATION, ConsumerClient, FinalLines, consumer_settings, read_record, slices
+from workloads.consumer import (DEFAULT_ISOLATION, ConsumerClient, FinalLines, consumer_settings,
+                                librdkafka_consumer_settings, read_record, slices)
 from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
@@ -577,7 +578,24 @@ def test_the_read_backs_fast_lines_are_the_records_json(value: bytes | None, iso
     """Formatting a read-back line from the record's fields gives the bytes of its dict, whatever the value."""
     clock = RunClock()
     msg = Message(topic="chaos", partition=4, offset=13_100, value=value)
-    fast = FinalLines("final-reader", "chaos", isolation).line(msg, 123_456_789, clock)  # type: ignore[arg-type]
+    fast, = FinalLines("final-reader", "chaos", isolation).lines([msg], 123_456_789, {4: 13_101}, clock)  # type: ignore[list-item]
     record = {**read_record(msg, "final-reader", None, "final", clock, isolation), "time_ns": 123_456_789}  # type: ignore[arg-type]
     assert fast == json_line(record)
     assert json.loads(fast)["offset"] == 13_100
+
+
+def test_the_read_back_keeps_only_records_below_the_high_watermark() -> None:
+    """A batch may run past the high watermark measured before the read (records written since): those are not
+    part of the read-back, and each partition has its own."""
+    msgs = [Message(topic="chaos", partition=p, offset=o, value=encode("p0", 10 * p + o, 20))
+            for p, o in [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]]
+    lines = FinalLines("final-reader", "chaos", "read_uncommitted").lines(msgs, 5, {0: 2, 1: 1}, RunClock())  # type: ignore[arg-type]
+    assert [(json.loads(x)["partition"], json.loads(x)["offset"], json.loads(x)["seq"]) for x in lines] == \
+        [(0, 0, 0), (1, 0, 10), (0, 1, 1)]
+
+
+def test_application_consumers_fetch_without_librdkafkas_pause_unless_the_scenario_says() -> None:
+    assert librdkafka_consumer_settings({}, "b:9092", "c0", "app", "auto")["fetch.queue.backoff.ms"] == 0
+    assert librdkafka_consumer_settings({"fetch.queue.backoff.ms": 1000}, "b:9092", "c0", "app", "auto")[
+        "fetch.queue.backoff.ms"] == 1000
+    assert "fetch.queue.backoff.ms" not in consumer_settings({}, "b:9092", "c0", "app", "auto")  # the Java one

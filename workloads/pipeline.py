@@ -42,7 +42,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import Library
-from workloads.consumer import (ConsumerClient, Isolation, consumer_settings, end_offsets,
+from workloads.consumer import (ConsumerClient, Isolation, end_offsets, librdkafka_consumer_settings,
                                 librdkafka_consumer_identity)
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
@@ -114,8 +114,8 @@ class PipelineLoop:
         self.clock = clock
         self.stop = stop
         self.out = out
-        consumer = consumer_settings(spec["consumer_config"], spec["bootstrap_servers"], self.name, spec["group"],
-                                     "manual", ISOLATION)
+        consumer = librdkafka_consumer_settings(spec["consumer_config"], spec["bootstrap_servers"], self.name,
+                                                spec["group"], "manual", ISOLATION)
         producer = producer_settings(spec["producer_config"], spec["bootstrap_servers"], self.name,
                                      spec["transactions"])
         self.identity = {**librdkafka_producer_identity(producer), **librdkafka_consumer_identity(consumer)}
