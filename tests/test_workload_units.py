@@ -594,8 +594,8 @@ def test_the_read_back_keeps_only_records_below_the_high_watermark() -> None:
         [(0, 0, 0), (1, 0, 10), (0, 1, 1)]
 
 
-def test_application_consumers_fetch_without_librdkafkas_pause_unless_the_scenario_says() -> None:
-    assert librdkafka_consumer_settings({}, "b:9092", "c0", "app", "auto")["fetch.queue.backoff.ms"] == 0
+def test_application_consumers_pause_fetching_100ms_not_1s_unless_the_scenario_says() -> None:
+    assert librdkafka_consumer_settings({}, "b:9092", "c0", "app", "auto")["fetch.queue.backoff.ms"] == 100
     assert librdkafka_consumer_settings({"fetch.queue.backoff.ms": 1000}, "b:9092", "c0", "app", "auto")[
         "fetch.queue.backoff.ms"] == 1000
     assert "fetch.queue.backoff.ms" not in consumer_settings({}, "b:9092", "c0", "app", "auto")  # the Java one

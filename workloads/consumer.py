@@ -51,19 +51,13 @@ DEFAULT_ISOLATIONS: dict[Library, Isolation] = {"librdkafka": DEFAULT_ISOLATION,
 FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read_committed": "final-reader-committed"}
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
-# An application consumer's default that the scenario's config may change: librdkafka's 1 s pause whenever a
-# partition's queue holds 100k records held a consumer to ~150k records/s with the CPU idle; the Java consumer
-# has no such pause (it fetches a partition again once its buffered records were polled). No delivery or commit
-# semantics change: only how soon the next fetch goes out.
-APPLICATION_FETCH = {"fetch.queue.backoff.ms": 0}
-# The read-back's own fetching (it models no application): librdkafka's defaults stop fetching a partition for
-# fetch.queue.backoff.ms (1 s) whenever its local queue holds queued.min.messages (100k), which held a whole
-# read-back to ~150k records/s with the CPU mostly idle; without the pause a bare consume loop read 1.96M/s.
-# Fetch responses of up to 32 MiB a partition (librdkafka's default: 1 MiB) cut the round trips of a read-back of
-# 1M records: 412-439k records/s against 328-412k with consume and formatting alone (benchmarks/README.md).
-READ_BACK_FETCH = {**APPLICATION_FETCH, "queued.min.messages": 1_000_000,
-                   "max.partition.fetch.bytes": 32 << 20, "fetch.max.bytes": 100 << 20,
-                   "receive.message.max.bytes": 110 << 20}
+# How long librdkafka waits before it fetches again for a partition whose local queue is full (queued.min.messages,
+# 100k records): its default, 1 s, held a consumer to ~125k records/s with the CPU idle, and 0 makes its threads
+# spin a whole core while the application is slow (9.2 CPU s in 10 s, measured); at 100 ms a consumer that keeps
+# up read ~400k records/s and one that sleeps used 0.02 CPU s in 10 s (benchmarks/README.md). The Java consumer
+# has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
+# consumers take it unless the scenario's config sets the key, and the read-back always.
+FETCH_BACKOFF = {"fetch.queue.backoff.ms": 100}
 READ_BACK_BATCH = 10_000  # the read-back takes what librdkafka has fetched in big bites: no processing between
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
@@ -81,8 +75,8 @@ def consumer_settings(config: dict[str, Any], bootstrap_servers: str, name: str,
 
 def librdkafka_consumer_settings(config: dict[str, Any], bootstrap_servers: str, name: str, group: str,
                                  commit: CommitMode, isolation: Isolation | None = None) -> dict[str, Any]:
-    """consumer_settings for a librdkafka consumer: APPLICATION_FETCH unless the scenario's config says otherwise."""
-    return {**APPLICATION_FETCH, **consumer_settings(config, bootstrap_servers, name, group, commit, isolation)}
+    """consumer_settings for a librdkafka consumer: FETCH_BACKOFF unless the scenario's config says otherwise."""
+    return {**FETCH_BACKOFF, **consumer_settings(config, bootstrap_servers, name, group, commit, isolation)}
 
 
 def effective_isolation(config: dict[str, Any], isolation: Isolation | None,
@@ -400,7 +394,7 @@ def _read_with_librdkafka(bootstrap_servers: str, topic: str, high: dict[int, in
     consumer_name = FINAL_READERS[isolation]
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kchaos-final-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": False,
-                         "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}", **READ_BACK_FETCH},
+                         "isolation.level": isolation, "client.id": f"kchaos-{consumer_name}", **FETCH_BACKOFF},
                         logger=RDKAFKA_LOG)
     try:
         tps = [TopicPartition(topic, p) for p in high]
