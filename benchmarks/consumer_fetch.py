@@ -1,0 +1,128 @@
+"""librdkafka's fetch.queue.backoff.ms, measured both ways it matters: a consumer that keeps up, one that is slow.
+
+    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2]
+
+Starts one cluster (3 brokers, ZooKeeper), fills a topic of 6 partitions
+(RF 3) with the kchaos producers (librdkafka, acks=all, unbounded) for
+``--seconds``, then per repetition: Kafka's ConsumerPerformance on it
+(records/s fetching), and for each back-off a librdkafka consumer in this
+process that reads the whole topic and formats every record as the
+read-back does (``FinalLines.lines``): records/s from its first batch to
+its last, and the CPU seconds of the process (librdkafka's threads
+included) and of its main thread. Then, per back-off, a slow application:
+a consumer in a group that takes 500 records a second once its queues are
+full, for 10 s: the CPU seconds the process spent meanwhile. librdkafka
+pauses a partition's fetching for fetch.queue.backoff.ms whenever its local
+queue is full (queued.min.messages, 100k records); workloads/consumer.py's
+FETCH_BACKOFF is chosen from these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from producer_vs_kafka import (PARTITIONS, Tools, quiet_logging, run_kchaos_producers, run_main, say,  # noqa: E402
+                               start_cluster, topic_records)
+
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
+from clusters.spec import TopicSpec  # noqa: E402
+from clusters.topics import create_topic  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: E402
+from harness.errors import install_termination_handlers  # noqa: E402
+from workloads.consumer import READ_BACK_BATCH, FinalLines  # noqa: E402
+from workloads.history import RDKAFKA_LOG, RunClock  # noqa: E402
+
+TOPIC = "bench-fetch"
+
+
+def process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def keeping_up(bootstrap: str, records: int, backoff: int) -> str:
+    """Read the whole topic as the read-back does, with this back-off: the rate and CPU figures, as text."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{backoff}", "enable.auto.commit": False,
+                         "fetch.queue.backoff.ms": backoff}, logger=RDKAFKA_LOG)
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        lines, clock = FinalLines("final-reader", TOPIC, "read_uncommitted"), RunClock()
+        high = {p: 1 << 62 for p in range(PARTITIONS)}
+        count, first, cpu0, thread0 = 0, None, process_cpu_s(), time.thread_time()
+        deadline = time.monotonic() + 300
+        while count < records and time.monotonic() < deadline:
+            msgs = consumer.consume(READ_BACK_BATCH, timeout=1)
+            if msgs and first is None:
+                first = time.monotonic()
+            count += len(lines.lines(msgs, clock.now_ns(), high, clock))
+        span = time.monotonic() - (first or time.monotonic())
+        return (f"{count / span if span else 0:,.0f} records/s ({count:,} in {span:.2f} s); CPU s: process "
+                f"{process_cpu_s() - cpu0:.2f}, main thread {time.thread_time() - thread0:.2f}")
+    finally:
+        consumer.close()
+
+
+def slow_application(bootstrap: str, backoff: int, seconds: float = 10) -> str:
+    """A group consumer taking 500 records a second once its queues are full: the CPU it spends meanwhile."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-slow-{backoff}-{time.time_ns()}",
+                         "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": backoff}, logger=RDKAFKA_LOG)
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 60
+        while not consumer.consume(500, timeout=1) and time.monotonic() < deadline:
+            pass
+        time.sleep(3)  # its queues fill
+        cpu0, started = process_cpu_s(), time.monotonic()
+        while time.monotonic() - started < seconds:
+            consumer.consume(500, timeout=1)
+            time.sleep(1)
+        return f"{process_cpu_s() - cpu0:.2f} CPU s in {time.monotonic() - started:.0f} s"
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10, help="how long the kchaos producers fill the topic")
+    parser.add_argument("--backoffs", type=int, nargs="+", default=[0, 10, 100, 1000], metavar="MS")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args(argv)
+    quiet_logging()
+    install_termination_handlers()
+    scratch = Path(tempfile.mkdtemp(prefix="kchaos-bench-fetch-"))
+    cluster = None
+    try:
+        cluster = start_cluster("zookeeper", DEFAULT_KAFKA_VERSION, scratch / "cluster")
+        create_topic(cluster, TopicSpec(TOPIC, PARTITIONS, 3, 2))
+        run_kchaos_producers(cluster, TOPIC, {"acks": "all", "max.in.flight.requests.per.connection": 5}, 2,
+                             args.seconds, scratch / "fill", "librdkafka")
+        records = topic_records(cluster, TOPIC)
+        say(f"topic {TOPIC}: {records:,} records written by the kchaos producers")
+        tools = Tools(cluster, DEFAULT_KAFKA_VERSION, "host", scratch)
+        for rep in range(1, args.repeat + 1):
+            cp = tools.consumer_perf(TOPIC, records)
+            say(f"[{rep}] ConsumerPerformance: {cp['fetch_rate']:,.0f} records/s fetching")
+            for backoff in args.backoffs:
+                say(f"[{rep}] fetch.queue.backoff.ms={backoff}, consume + format every record: "
+                    f"{keeping_up(cluster.bootstrap_servers, records, backoff)}")
+        for backoff in args.backoffs:
+            say(f"fetch.queue.backoff.ms={backoff}, a slow application (500 records/s): "
+                f"{slow_application(cluster.bootstrap_servers, backoff)}")
+        return 0
+    finally:
+        if cluster is not None:
+            cluster.teardown()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run_main(main, __file__)
