@@ -20,7 +20,6 @@ FETCH_BACKOFF is chosen from these figures.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import sys

@@ -58,7 +58,7 @@ figure with the 1-minute load average it was measured under.
 
 ``--profile S`` samples the harness process (and, with librdkafka, producer
 p0; py-spy reads no JVM) with py-spy for S seconds during each client's
-acks=all kchaos run and prints the top functions; the raw stacks go to
+kchaos run (the first repetition of each acks) and prints the top functions; the raw stacks go to
 runs/bench/. The cluster is torn down on every exit (Ctrl-C and SIGTERM
 included).
 """
@@ -70,6 +70,7 @@ import logging
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,7 +103,7 @@ BENCH_OUT = ROOT / "runs" / "bench"
 PARTITIONS = 6
 RECORD_BYTES = 100
 TOOLS_IN_CONTAINER_LIBS = "/opt/kafka/libs/*"
-TARGET_RATIO = 0.5   # the issue's target: kchaos >= 0.5 x ProducerPerformance with acks=all
+TARGET_RATIO = 0.8   # issue #21's target: kchaos >= 0.8 x ProducerPerformance, acks=all and acks=1
 
 
 # ---------------------------------------------------------------------- shared with the other benchmarks
@@ -605,6 +606,78 @@ def table_row(what: str, tool: str, tool_rate: float, tool_load: float,
     return out
 
 
+@dataclass
+class Round:
+    """One ProducerPerformance run and the kchaos clients' for as long: records/s each, the summary line."""
+
+    tool_rate: float
+    rates: dict[str, float]
+    row: str
+    kept_topic: str | None
+
+
+def producer_round(cluster: Cluster, tools: Tools, acks: str, extra: dict[str, str], args: argparse.Namespace,
+                   clients: list[Library], scratch: Path, keep_topic: bool, label: str, profile_s: float) -> Round:
+    """ProducerPerformance with ``acks``, then each client's kchaos producers for as long, each on a fresh topic;
+    ``keep_topic``: the first client's topic stays (the consumers read it), else every topic is deleted;
+    ``profile_s``: py-spy the harness and a producer for as long during each client's run (0: not)."""
+    config = {"acks": acks, **extra}
+    pp_topic = f"bench-pp-acks{acks}"
+    create_topic(cluster, TopicSpec(pp_topic, PARTITIONS, 3, 2))
+    meter = CpuMeter(container_ids(cluster))
+    pp = tools.producer_perf(pp_topic, args.records, acks, extra)
+    pp_cpu = meter.stop()
+    pp_load = os.getloadavg()[0]
+    delete_topic(cluster, pp_topic)
+    say(f"{label}acks={acks} ProducerPerformance: {pp['rate']:,.0f} records/s "
+        f"({pp['records']:,} in {pp_cpu['wall_s']:.1f} s wall incl. JVM start; "
+        f"avg {pp['avg_ms']:.0f} ms, p50 {pp['p50_ms']:.0f} ms, p99 {pp['p99_ms']:.0f} ms)")
+    say(f"    settings: {tool_settings(args.kafka_version, config)}")
+    say(f"    {cpu_text(pp_cpu, 'bench', 'ProducerPerformance JVM')}")
+    seconds = args.seconds or max(10.0, round(pp_cpu["wall_s"] or 10.0))  # type: ignore[arg-type]
+    seconds = max(seconds, profile_s + 5) if profile_s else seconds
+    figures: list[tuple[str, float, float]] = []
+    verdicts: list[str] = []
+    kept = None
+    for client in clients:
+        kc_topic, run_dir = f"bench-kc-acks{acks}-{client}", scratch / f"run-acks{acks}-{client}"
+        create_topic(cluster, TopicSpec(kc_topic, PARTITIONS, 3, 2))
+        kc = run_kchaos_producers(cluster, kc_topic, config, args.producers, seconds, run_dir, client, profile_s)
+        ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
+        say(f"{label}acks={acks} kchaos {client} (recorded): {kc['rate']:,.0f} acked sends/s ({kc['ok']:,} ok of "
+            f"{kc['sends']:,} sends in sends.jsonl over {kc['span_s']:.1f} s, first invoke to last ack; "
+            f"load {kc['load_s']:.0f} s)")
+        say(f"    settings: {settings_text(kc['settings'])}")
+        say(f"    {cpu_text(kc['cpu'], 'harness', f'{args.producers} {client} producer processes')}")
+        if kc["failures"]:
+            say(f"    workload failures: {kc['failures']}")
+        say(f"{label}acks={acks} ratio kchaos {client} / ProducerPerformance = {ratio:.2f}")
+        figures.append((client, kc["rate"], kc["load"]))
+        verdicts.append(f"{client} {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+        if kc["profiler"] is not None:
+            kc["profiler"].finish()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if keep_topic and kept is None:
+            kept = kc_topic  # what the consumers read: records as kchaos writes them
+        else:
+            delete_topic(cluster, kc_topic)
+    row = table_row(f"{label}producer acks={acks}", "ProducerPerformance", pp["rate"], pp_load, figures)
+    return Round(pp["rate"], {c: r for c, r, _ in figures}, f"{row}  (target >= {TARGET_RATIO}: {', '.join(verdicts)})",
+                 kept)
+
+
+def spread_row(acks: str, rounds: list[Round], clients: list[Library]) -> str:
+    """Mean and range over the repetitions: ProducerPerformance's records/s, each client's, and their ratios."""
+    def spread(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(statistics.fmean(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+    out = f"producer acks={acks}, {len(rounds)} runs: ProducerPerformance {spread([r.tool_rate for r in rounds], '{:,.0f}')}/s"
+    for client in clients:
+        rates = [r.rates[client] for r in rounds]
+        ratios = [r.rates[client] / r.tool_rate if r.tool_rate else 0.0 for r in rounds]
+        out += f"; {client} {spread(rates, '{:,.0f}')}/s, ratio {spread(ratios, '{:.2f}')}"
+    return out + f"  [{load()}]"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=3_000_000, help="records ProducerPerformance writes (default 3M)")
@@ -620,10 +693,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="run Kafka's tools on the host JRE (default) or in broker1's container")
     parser.add_argument("--producer-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a producer setting for both ProducerPerformance and the kchaos producers")
+    parser.add_argument("--repeat", type=int, default=1, help="run each acks' producer comparison this many times "
+                                                              "and print the mean and range (the consumers run once)")
     parser.add_argument("--no-consumers", action="store_true", help="skip the consumer comparison")
     parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
                         help="py-spy the harness (and a librdkafka producer p0) for SECONDS during each client's "
-                             "acks=all kchaos run")
+                             "kchaos run (the first repetition of each acks)")
     parser.add_argument("--dir", type=Path, help="where the temporary run directory goes (default: the system's temp)")
     args = parser.parse_args(argv)
     quiet_logging()
@@ -650,56 +725,20 @@ def main(argv: list[str] | None = None) -> int:
         same = ", ".join(f"{k}={v}" for k, v in extra.items())
         say(f"ProducerPerformance and every kchaos producer: acks and {same}; otherwise their client's defaults "
             "(each one's resolved settings follow its figure)")
-        read_topic: str | None = None
         for acks in args.acks:
-            config = {"acks": acks, **extra}
-            pp_topic = f"bench-pp-acks{acks}"
-            create_topic(cluster, TopicSpec(pp_topic, PARTITIONS, 3, 2))
-            meter = CpuMeter(container_ids(cluster))
-            pp = tools.producer_perf(pp_topic, args.records, acks, extra)
-            pp_cpu = meter.stop()
-            pp_load = os.getloadavg()[0]
-            say(f"acks={acks} ProducerPerformance: {pp['rate']:,.0f} records/s "
-                f"({pp['records']:,} in {pp_cpu['wall_s']:.1f} s wall incl. JVM start; "
-                f"avg {pp['avg_ms']:.0f} ms, p50 {pp['p50_ms']:.0f} ms, p99 {pp['p99_ms']:.0f} ms)")
-            say(f"    settings: {tool_settings(args.kafka_version, config)}")
-            say(f"    {cpu_text(pp_cpu, 'bench', 'ProducerPerformance JVM')}")
-            seconds = args.seconds or max(10.0, round(pp_cpu["wall_s"] or 10.0))  # type: ignore[arg-type]
-            profile_s = args.profile if acks == "all" else 0
-            seconds = max(seconds, profile_s + 5) if profile_s else seconds
-            figures: list[tuple[str, float, float]] = []
-            verdicts: list[str] = []
-            for client in clients:
-                kc_topic, run_dir = f"bench-kc-acks{acks}-{client}", scratch / f"run-acks{acks}-{client}"
-                create_topic(cluster, TopicSpec(kc_topic, PARTITIONS, 3, 2))
-                kc = run_kchaos_producers(cluster, kc_topic, config, args.producers, seconds, run_dir, client,
-                                          profile_s)
-                ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
-                say(f"acks={acks} kchaos {client} (recorded): {kc['rate']:,.0f} acked sends/s ({kc['ok']:,} ok of "
-                    f"{kc['sends']:,} sends in sends.jsonl over {kc['span_s']:.1f} s, first invoke to last ack; "
-                    f"load {kc['load_s']:.0f} s)")
-                say(f"    settings: {settings_text(kc['settings'])}")
-                say(f"    {cpu_text(kc['cpu'], 'harness', f'{args.producers} {client} producer processes')}")
-                if kc["failures"]:
-                    say(f"    workload failures: {kc['failures']}")
-                say(f"acks={acks} ratio kchaos {client} / ProducerPerformance = {ratio:.2f}")
-                figures.append((client, kc["rate"], kc["load"]))
-                verdicts.append(f"{client} {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
-                if kc["profiler"] is not None:
-                    kc["profiler"].finish()
-                shutil.rmtree(run_dir, ignore_errors=True)
-                if acks == "all" and not args.no_consumers and read_topic is None:
-                    read_topic = kc_topic  # what the consumers read: records as kchaos writes them
-                else:
-                    delete_topic(cluster, kc_topic)
-            target = f"  (target >= {TARGET_RATIO}: {', '.join(verdicts)})" if acks == "all" else ""
-            rows.append(table_row(f"producer acks={acks}", "ProducerPerformance", pp["rate"], pp_load, figures)
-                        + target)
-            delete_topic(cluster, pp_topic)
+            rounds: list[Round] = []
+            for rep in range(1, args.repeat + 1):
+                keep = acks == "all" and not args.no_consumers and rep == 1
+                rounds.append(producer_round(cluster, tools, acks, extra, args, clients, scratch, keep,
+                                             f"[{rep}/{args.repeat}] " if args.repeat > 1 else "",
+                                             args.profile if rep == 1 else 0))
+                rows.append(rounds[-1].row)
+            if args.repeat > 1:
+                rows.append(spread_row(acks, rounds, clients))
+            read_topic = rounds[0].kept_topic
             if read_topic is not None:
                 rows += consumers(cluster, tools, read_topic, topic_records(cluster, read_topic), scratch, clients)
                 delete_topic(cluster, read_topic)
-                read_topic = None
         if not args.no_consumers and "all" not in args.acks:
             say("consumer comparison skipped: it reads the topic of the acks=all kchaos run")
         print()
