@@ -10,7 +10,9 @@ acks=1, recording every send through History/HistoryWriter into a temporary
 run directory -- until ``--sends`` sends are recorded. Every second it samples
 VmRSS and VmHWM from /proc of this process (the harness side: reader threads,
 pending-send tables, the history writers) and of each producer process.
-It prints RSS at 10 %, 50 % and 100 % of the sends (flat means streaming),
+It prints RSS at 10 %, 50 % and 100 % of the sends and the median of each
+tenth (flat means streaming: the median over the last fifth of the sends
+against the one over 10-30 %),
 the peaks, and the verdict against the target: harness < 1 GB and flat.
 
 The history is about 170 bytes a send (10M sends: ~1.7 GB); free space is
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -48,7 +51,7 @@ from workloads.workload import Workload  # noqa: E402
 BYTES_PER_SEND = 175          # one sends.jsonl line, measured
 BYTES_PER_READ = 150          # one reads.jsonl line
 TARGET_RSS_MB = 1024
-FLAT_GROWTH_MB = 64           # flat: the RSS at 100 % is within this (or 15 %) of the RSS at 10 %
+FLAT_GROWTH_MB = 64           # flat: the median RSS over 80-100 % of the sends within this (or 15 %) of 10-30 %
 TOPIC = "bench-memory"
 
 
@@ -220,12 +223,22 @@ def report(samples: list[Sample], sends: int, elapsed: float, cpu: dict[str, flo
     kid_hwm = max(s.children_hwm for s in samples)
     say(f"peak: harness RSS {mb(peak_rss)} sampled, VmHWM {mb(hwm)}; producers RSS {mb(kid_peak)} summed, "
         f"largest producer VmHWM {mb(kid_hwm)}")
-    first, last = points[0][1].harness_rss, points[-1][1].harness_rss
-    growth = last - first
-    flat = growth <= max(FLAT_GROWTH_MB * 1024, 0.15 * first)
+    tenths = [window_rss(samples, sends, i / 10, (i + 1) / 10) for i in range(10)]
+    say("harness RSS, median of each tenth of the sends: "
+        + ", ".join("-" if t is None else f"{t / 1024:.0f}" for t in tenths) + " MB")
+    first, last = window_rss(samples, sends, 0.1, 0.3), window_rss(samples, sends, 0.8, 1.01)
+    growth = (last or 0) - (first or 0)
+    flat = first is not None and last is not None and growth <= max(FLAT_GROWTH_MB * 1024, 0.15 * first)
     under = hwm < TARGET_RSS_MB * 1024
     say(f"target harness < {TARGET_RSS_MB} MB: {'met' if under else 'NOT met'} (VmHWM {mb(hwm)}); "
-        f"flat: {'yes' if flat else 'NO'} ({growth / 1024:+.0f} MB from 10% to 100%)")
+        f"flat: {'yes' if flat else 'NO'} ({growth / 1024:+.0f} MB, median of 80-100% against 10-30% of the "
+        "sends: one sample swings with the writer's buffer)")
+
+
+def window_rss(samples: list[Sample], sends: int, low: float, high: float) -> float | None:
+    """The median harness RSS (KiB) of the samples taken while the sends were between these fractions."""
+    inside = [s.harness_rss for s in samples if low * sends <= s.sends < high * sends]
+    return statistics.median(inside) if inside else None
 
 
 if __name__ == "__main__":

@@ -640,7 +640,7 @@ def producer_round(cluster: Cluster, tools: Tools, acks: str, extra: dict[str, s
     verdicts: list[str] = []
     kept = None
     for client in clients:
-        kc_topic, run_dir = f"bench-kc-acks{acks}-{client}", scratch / f"run-acks{acks}-{client}"
+        kc_topic, run_dir = f"bench-kc-acks{acks}-{client}-{time.time_ns()}", scratch / f"run-acks{acks}-{client}"
         create_topic(cluster, TopicSpec(kc_topic, PARTITIONS, 3, 2))
         kc = run_kchaos_producers(cluster, kc_topic, config, args.producers, seconds, run_dir, client, profile_s)
         ratio = kc["rate"] / pp["rate"] if pp["rate"] else 0.0
