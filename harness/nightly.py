@@ -14,6 +14,7 @@ scenario could not be run or judged.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcome
 from verdicts.matrix import write_matrix
 
 RUN_DIR_LINE = re.compile(r"^run directory: (.+)$", re.MULTILINE)
+RUN_STOP_TIMEOUT_S = 300  # a stopped run copies logs, reads replica disks and tears down: seconds, not minutes
 
 
 @dataclass(frozen=True)
@@ -87,18 +89,39 @@ def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
     name, path = variant.name, variant.path
     overrides = [arg for setting in variant.overrides for arg in ("--set", setting)]
     with (log_dir / f"{name}.log").open("w") as log:
+        # a session of its own: a stop reaches the run once, from here, and never cuts its teardown short
         child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out),
                                   *overrides],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                 start_new_session=True)
         assert child.stdout is not None
-        for line in child.stdout:
-            sys.stdout.write(line)
-            log.write(line)
-            lines.append(line)
-        code = child.wait()
+        try:
+            for line in child.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+                lines.append(line)
+            code = child.wait()
+        except BaseException:  # Ctrl-C, SIGTERM: the run tears its cluster down before the nightly goes
+            rest = stop_run(child)
+            sys.stdout.write(rest)
+            log.write(rest)
+            raise
     output = "".join(lines)
     found = RUN_DIR_LINE.findall(output)
     return Outcome(name, path, code, time.monotonic() - started, output, found[-1].strip() if found else None)
+
+
+def stop_run(child: subprocess.Popen[str], timeout_s: float = RUN_STOP_TIMEOUT_S) -> str:
+    """SIGTERM to a running ``kchaos run`` and wait for it (its teardown included); what it printed meanwhile.
+    Killed only if it does not end within ``timeout_s``: its cluster is then an orphan the next run removes."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+    try:
+        rest, _ = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        rest, _ = child.communicate()
+    return rest or ""
 
 
 def durations(chosen: list[Variant], log_dir: Path) -> tuple[dict[str, float], str]:

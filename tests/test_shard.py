@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+import docker
 
 import pytest
 
 from harness.cli import main
-from harness.nightly import Variant, nightly, nightly_scenarios
+from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
+from harness.nightly import RUN_STOP_TIMEOUT_S, Variant, nightly, nightly_scenarios
 from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, parse_shard, partition
 from harness.errors import HarnessError
@@ -258,9 +266,6 @@ def test_the_tiny_catalog_loads_and_splits_two_and_one(tmp_path: Path) -> None:
 @pytest.mark.cluster
 @pytest.mark.timeout(600)
 def test_a_real_nightly_in_two_shards_merges_into_the_unsharded_matrix_and_junit(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     scenarios = tiny_catalog(tmp_path / "scenarios")
     partitions = []
     for k in (1, 2):
@@ -306,3 +311,45 @@ def test_nightly_prints_each_runs_overhead_beyond_its_workload(tmp_path: Path, c
     printed = capsys.readouterr().out
     assert "one: 58 s, of which overhead 12.5 s" in printed and "two: 82 s, of which overhead 12.0 s" in printed
     assert "per-run overhead: mean 12.2 s, max 12.5 s over 2 run(s)" in printed
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_nightly_stops_its_run_and_the_runs_cluster(tmp_path: Path, sig: signal.Signals,
+                                                              nothing_left: Callable[[str, Path], None]) -> None:
+    """A nightly stopped mid-run (CI cancelling the job, Ctrl-C) stops that run, which tears its cluster down,
+    before the nightly says so: no run or container outlives it (before the fix the run went on alone)."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "long.yaml").write_text(TINY["tiny-quiet.yaml"].replace("nightly: [zookeeper, kraft]", "nightly: true")
+                                         .replace("duration_s: 5", "duration_s: 120"))
+    proc = subprocess.Popen(["env", "--default-signal=INT", sys.executable, "-m", "harness.cli", "nightly",
+                             "--scenarios", str(scenarios), "--out", str(tmp_path / "out")], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    run = None
+    while time.monotonic() < deadline and run is None:
+        found = list((tmp_path / "out").glob("*/*/history/sends.jsonl"))
+        if found and found[0].stat().st_size > 0:
+            run = found[0].parent.parent
+        time.sleep(0.5)
+    assert run is not None, "the run never started"
+    runs = [p for p in Path("/proc").glob("[0-9]*") if b"harness.cli\x00run" in _cmdline(p)
+            and str(scenarios).encode() in _cmdline(p)]
+    assert len(runs) == 1
+    cluster_id = docker.from_env().containers.list(
+        all=True, filters={"label": f"{LABEL_WORKDIR}={run / 'cluster'}"})[0].labels[LABEL_CLUSTER]
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=RUN_STOP_TIMEOUT_S + 60)
+    assert proc.returncode != 0
+    assert _cmdline(runs[0]) == b"", "the run outlived the nightly"
+    assert "kchaos: " in stdout + stderr  # the run said it was stopped, and the nightly too
+    nothing_left(cluster_id, run / "cluster")
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
