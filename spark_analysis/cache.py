@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
-from spark_analysis.ranged import Run, convert_ranges, footer_path, parts_of
+from spark_analysis.ranged import Tasks, convert_ranges, footer_path, parts_of
 
 FORMAT = "4"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns)
 KEY = "kchaos."
@@ -129,10 +129,10 @@ def is_fresh(source: Path, target: Path, meta: dict[str, str] | None) -> bool:
             and cache_mtime >= st.st_mtime_ns)
 
 
-def cached(source: Path, layout: Layout, label: str, run: Run | None = None) -> ParquetFile | None:
+def cached(source: Path, layout: Layout, label: str, tasks: Tasks | None = None) -> ParquetFile | None:
     """The fresh cache of ``source``, converting it first when needed; None when it cannot be written.
 
-    ``run`` (ranged.on_executors) converts it by ranges as tasks, else this process does. A line the reference
+    ``tasks`` (ranged.on_executors) convert it by ranges, else this process does. A line the reference
     rejects raises HistoryError (and leaves no cache).
     """
     target = parquet_path(source, layout)
@@ -149,10 +149,10 @@ def cached(source: Path, layout: Layout, label: str, run: Run | None = None) -> 
             return {KEY + k: v for k, v in entries.items()}
 
         try:
-            if run is None:
+            if tasks is None:
                 converted = convert(source, layout, label, target, stamp)
             else:
-                converted = convert_ranges(source, layout, label, target, stamp, run)
+                converted = convert_ranges(source, layout, label, target, stamp, tasks)
         except OSError as e:  # read-only or full: the history itself is fine
             log.warning("cannot write the Parquet cache %s (%s): Spark reads the JSON lines", target, e)
             return None

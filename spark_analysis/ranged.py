@@ -6,8 +6,8 @@ cuts the file into byte ranges at line starts (a seek and a readline per
 range) and merges what the tasks learnt; each task runs the same
 ``columnar.Converter`` over its range (the same rules, shape checks, ids and
 line marks) and writes one Parquet part. Three small jobs, each a list of
-tasks handed to ``run`` (Spark's ``parallelize(...).map(...).collect()`` on
-a cluster, the built-in ``map`` in the tests):
+tasks (``Tasks``: Spark's ``parallelize(...).map(...).collect()`` on a
+cluster, one after another in this process in the tests):
 
 1. count the newlines before each range, so that every task numbers its
    lines as the file does (rows, errors, notes and marks all carry them);
@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,9 +48,22 @@ RANGE_BYTES = 64 * 2 ** 20  # one task's share: a few blocks, so each task's rea
 META = "_kchaos.meta"  # the folder cache's footer: Spark and Arrow skip names starting with "_"
 LAYOUTS = {layout.name: layout for layout in (SENDS, READS, TXNS)}
 
-A = TypeVar("A")
-B = TypeVar("B")
-Run = Callable[[Callable[[A], B], list[A]], list[B]]  # runs a function over items as tasks, results in order
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """Where the tasks run: ``run`` maps a function over items, a task each, results in order; ``slots`` run at
+    once (a file is cut into a multiple of them, so that no wave of tasks runs half empty)."""
+
+    run: Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+    slots: int = 1
+
+
+def range_bytes(size: int, slots: int, most: int | None = None) -> int:
+    """About ``most`` (RANGE_BYTES) bytes a range or less, the file cut into a multiple of ``slots`` ranges."""
+    most = most or RANGE_BYTES
+    ranges = -(-max(1, -(-size // most)) // slots) * slots
+    return max(1, -(-size // ranges))
 
 
 def cut(path: Path, size: int, range_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
@@ -204,9 +217,10 @@ def remap_part(job: tuple[str, str, dict[str, list[int]]]) -> str | None:
 
 
 def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
-                   metadata: Callable[[Converted], dict[str, str]], run: Run,
-                   range_bytes: int | None = None, block_bytes: int | None = None) -> Converted:
-    """Write ``target`` as a folder of Parquet parts and ``META`` (its footer), converted by ``run``'s tasks.
+                   metadata: Callable[[Converted], dict[str, str]], tasks: Tasks,
+                   most_bytes: int | None = None, block_bytes: int | None = None) -> Converted:
+    """Write ``target`` as a folder of Parquet parts and ``META`` (its footer), converted by ``tasks``, in ranges
+    of at most about ``most_bytes`` (RANGE_BYTES).
 
     The same contract as ``columnar.convert``: HistoryError at the first bad line and no cache left; OSError
     when the cache cannot be written here or by the tasks.
@@ -215,14 +229,15 @@ def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
     remove(tmp)
     tmp.mkdir()
     try:
-        spans = cut(source, source.stat().st_size, range_bytes or RANGE_BYTES)
-        counts = run(count_newlines, [(str(source), start, end) for start, end in spans])
+        size = source.stat().st_size
+        spans = cut(source, size, range_bytes(size, tasks.slots, most_bytes))
+        counts = tasks.run(count_newlines, [(str(source), start, end) for start, end in spans])
         before = [sum(counts[:i]) for i in range(len(spans))]
-        tasks = [Task(str(source), layout.name, label, start, end, lines, str(tmp / f"part-{i:05d}.parquet"),
-                      block_bytes or columnar.BLOCK_BYTES) for i, ((start, end), lines) in enumerate(zip(spans, before))]
-        merged = merge(run(convert_part, tasks), layout, label)
-        jobs = [(task.part, layout.name, remap) for task, remap in zip(tasks, merged.remaps) if remap]
-        failed = [why for why in (run(remap_part, jobs) if jobs else []) if why]
+        work = [Task(str(source), layout.name, label, start, end, lines, str(tmp / f"part-{i:05d}.parquet"),
+                     block_bytes or columnar.BLOCK_BYTES) for i, ((start, end), lines) in enumerate(zip(spans, before))]
+        merged = merge(tasks.run(convert_part, work), layout, label)
+        jobs = [(task.part, layout.name, remap) for task, remap in zip(work, merged.remaps) if remap]
+        failed = [why for why in (tasks.run(remap_part, jobs) if jobs else []) if why]
         if failed:
             raise OSError(failed[0])
         pq.write_metadata(layout.schema.with_metadata(metadata(merged.converted)), tmp / META)
@@ -233,19 +248,18 @@ def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
         raise
 
 
-def on_executors(spark: "SparkSession") -> Run:
-    """``run`` for ``convert_ranges``: one Spark task per item, on the session's executors."""
+def on_executors(spark: "SparkSession") -> Tasks:
+    """One Spark task per item, on the session's executors (as many at once as it has cores)."""
     context = spark.sparkContext
 
-    def run(function: Callable[[A], B], items: list[A]) -> list[B]:
+    def run(function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         return context.parallelize(items, max(1, len(items))).map(function).collect()
 
-    return run
+    return Tasks(run, max(1, context.defaultParallelism))
 
 
-def in_this_process(function: Callable[[A], B], items: list[A]) -> list[B]:
-    """``run`` without Spark: the tasks one after another (tests; the same results as on executors)."""
-    return [function(item) for item in items]
+# Without Spark: the tasks one after another (the tests; the same results as on executors).
+IN_THIS_PROCESS = Tasks(lambda function, items: [function(item) for item in items])
 
 
 def parts_of(path: Path) -> list[Path]:

@@ -54,7 +54,7 @@ def by_ranges(range_bytes: int, block_bytes: int) -> Callable[..., columnar.Conv
     """``cache.convert`` as the executors do it, the tasks run one after another in this process."""
     def convert(source: Path, layout: columnar.Layout, label: str, target: Path,
                 metadata: Callable[[columnar.Converted], dict[str, str]]) -> columnar.Converted:
-        return ranged.convert_ranges(source, layout, label, target, metadata, ranged.in_this_process, range_bytes,
+        return ranged.convert_ranges(source, layout, label, target, metadata, ranged.IN_THIS_PROCESS, range_bytes,
                                      block_bytes)
     return convert
 

@@ -1,6 +1,6 @@
 """A history file converted by ranges, each a task of its own (spark_analysis/ranged.py), without Spark.
 
-The tasks run one after another in this process (``ranged.in_this_process``):
+The tasks run one after another in this process (``ranged.IN_THIS_PROCESS``):
 the same functions Spark runs on the executors. What is proved here is the
 driver's part: cutting at line starts, numbering each range's lines as the
 file does, merging the ranges' notes, errors, marks and dictionaries as one
@@ -58,6 +58,14 @@ def test_a_line_longer_than_a_range_and_a_last_line_without_newline(tmp_path: Pa
     assert ranged.cut(path, 54, 2) == [(0, 2), (2, 53), (53, 54)]
     path = write(tmp_path / "g", b"a\n" + b"b" * 50)  # the cut-off last line is the rest of the file
     assert ranged.cut(path, 52, 2) == [(0, 2), (2, 52)]
+
+
+def test_a_file_is_cut_into_a_multiple_of_the_slots() -> None:
+    assert ranged.range_bytes(150, slots=2, most=64) == 38  # 3 ranges of 50 would leave a slot idle: 4 of 38
+    assert ranged.range_bytes(100, slots=2, most=64) == 50
+    assert ranged.range_bytes(10, slots=4, most=64) == 3
+    assert ranged.range_bytes(0, slots=2, most=64) == 1
+    assert ranged.range_bytes(1000, slots=1, most=64) == 63  # 16 ranges
 
 
 def test_an_empty_file_is_one_empty_range(tmp_path: Path) -> None:

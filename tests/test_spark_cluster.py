@@ -113,10 +113,10 @@ def tiny_ranges(cluster_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every conversion by the cluster's executors, in ranges of a line or two, each in blocks of a line or two."""
     monkeypatch.setattr(columnar, "BLOCK_BYTES", 150)
     monkeypatch.setattr(ranged, "RANGE_BYTES", 200)
-    run = ranged.on_executors(cluster_session)
+    tasks = ranged.on_executors(cluster_session)
 
     def convert(source: Path, layout: columnar.Layout, label: str, target: Path, metadata: Any) -> Any:
-        return ranged.convert_ranges(source, layout, label, target, metadata, run)
+        return ranged.convert_ranges(source, layout, label, target, metadata, tasks)
 
     monkeypatch.setattr(cache, "convert", convert)
 
