@@ -544,8 +544,8 @@ WORKER_MEMORY = "4g"
 
 def conversions(name: str, results: dict[str, dict[str, Any]], workers: int) -> str:
     """The conversion's seconds: by the driver, by Spark tasks in local mode, by the standalone cluster's
-    executors; each with the 1-minute load average when it was measured."""
-    parts = [f"{label} {results[engine]['convert_s']:.1f} s [load {results[engine]['load']:.1f}]"
+    executors; each with the 1-minute load average before and after its engine's measurement."""
+    parts = [f"{label} {results[engine]['convert_s']:.1f} s [load {results[engine]['load']}]"
              for engine, label in (("spark", "driver (local mode, 2 threads)"), ("spark-tasks", "tasks in local mode"),
                                    ("standalone", f"standalone executors ({workers} workers)")) if engine in results]
     return f"# {name} conversion: " + " | ".join(parts)
@@ -637,8 +637,9 @@ def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster
                 ["spark-tasks", "standalone"] if cluster is not None else [])
             results = {}
             for engine in engines:
+                before = os.getloadavg()[0]
                 m = in_child(engine, run, cluster)
-                results[engine] = m | {"engine": engine, "load": os.getloadavg()[0]}
+                results[engine] = m | {"engine": engine, "load": f"{before:.1f} → {os.getloadavg()[0]:.1f}"}
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
                     "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
                 whole = m["convert_s"] + m["session_s"] + m["check_s"]

@@ -98,7 +98,7 @@ def wait_for(what: str, ready: Callable[[], bool], procs: list[subprocess.Popen[
         try:
             if ready():
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or a web UI still starting (not JSON yet)
             pass
         time.sleep(1)
     raise ClusterError(f"{what} not ready after {START_TIMEOUT_S} s: "

@@ -167,6 +167,10 @@ def test_a_broken_line_in_the_middle_of_a_range_and_a_cut_off_last_line(tmp_path
     files = convert_history(run / "history")
     assert files is not None and files["sends.jsonl"].notes == [
         "history/sends.jsonl: dropped an incomplete last line (line 21)"]
+    written = (run / "history" / "sends.parquet" / ranged.META).stat().st_mtime_ns
+    again = convert_history(run / "history")  # from the folder cache's footer: the note on every check
+    assert again is not None and again["sends.jsonl"].notes == files["sends.jsonl"].notes
+    assert (run / "history" / "sends.parquet" / ranged.META).stat().st_mtime_ns == written
 
 
 def test_example_lines_are_found_through_the_marks_of_every_range(tmp_path: Path, by_tiny_ranges: None) -> None:
