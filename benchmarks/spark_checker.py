@@ -1,7 +1,7 @@
 """Benchmark the Spark checker (and the reference, while it fits) on synthetic histories of N million sends.
 
     .venv/bin/python benchmarks/spark_checker.py --millions 1 10 50 [--dir DIR] [--keep] [--reuse] [--json]
-        [--transactional | --both]
+        [--transactional | --both] [--standalone WORKERS]
 
 For each N it writes a run directory with N million sends, a live read and a
 final read of every acknowledged one, the final-read and committed events of
@@ -53,6 +53,16 @@ reference's, when it ran). The synthetic histories' final reads are all
 complete, so ``lost`` there never depends on completeness; the query still
 asks for it.
 
+``--standalone WORKERS`` also starts a Spark standalone master and WORKERS
+workers on this machine (spark_analysis/standalone.py, the tests' cluster;
+the cores shared out among the workers) and checks each history twice more:
+in local mode with the conversion run as Spark tasks by ranges
+(``spark-tasks``: KCHAOS_SPARK_CONVERT=executors) and on the cluster
+(``standalone``: the executors convert, then check). There the session
+starts before the conversion, and CPU s adds the cluster's processes
+(workers, executors and their Python workers) to the driver's. A line per
+size puts the three conversion times side by side, each with the load.
+
 The generated data is deleted afterwards unless --keep.
 """
 
@@ -64,9 +74,12 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable
 
@@ -290,21 +303,31 @@ def vm_hwm_bytes(pid: int) -> int:
 
 
 def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
+    """The conversion (by the driver before the session starts, or by tasks after: KCHAOS_SPARK_CONVERT, a
+    cluster's SPARK_MASTER), the session's start and the check, each timed; any old cache is deleted first."""
     from spark_analysis.checker import check_run
-    from spark_analysis.columnar_reader import convert_history
-    from spark_analysis.session import jvm_pid, spark_session
+    from spark_analysis.columnar import remove
+    from spark_analysis.columnar_reader import conversion_tasks, convert_history
+    from spark_analysis.session import converts_on_executors, jvm_pid, master_url, spark_session
 
     history = run / "history"
     for cache in history.glob("*.parquet"):
-        cache.unlink()
+        remove(cache)
+    by_tasks = history_format == "parquet" and converts_on_executors(master_url())
     started = time.perf_counter()
-    if history_format == "parquet":
+    if history_format == "parquet" and not by_tasks:
         convert_history(history)
     convert_s = time.perf_counter() - started
     started = time.perf_counter()
     size = sum(f.stat().st_size for f in history.glob("*.jsonl"))
     spark = spark_session(history_bytes=size)
+    if by_tasks:  # a cluster's executors start after the session: the start includes them (a first, empty job)
+        spark.sparkContext.parallelize([0, 1], 2).count()
     session_s = time.perf_counter() - started
+    if by_tasks:
+        started = time.perf_counter()
+        convert_history(history, conversion_tasks(spark))
+        convert_s = time.perf_counter() - started
     pid = jvm_pid(spark)
     started = time.perf_counter()
     results = check_run(run, spark, history_format=history_format)
@@ -490,12 +513,42 @@ def measure_duckdb(run: Path, source: str = "parquet") -> dict[str, Any]:
             "counts": dict(zip(DUCKDB_COUNTS, map(int, row))), "valid": None}
 
 
-def in_child(engine: str, run: Path) -> dict[str, Any]:
-    """Measure in a fresh process, so that its memory peak and start-up are its own."""
-    proc = subprocess.run([sys.executable, __file__, "--measure", engine, str(run)], capture_output=True, text=True)
+def in_child(engine: str, run: Path, cluster: Any = None) -> dict[str, Any]:
+    """Measure in a fresh process, so that its memory peak and start-up are its own; ``spark-tasks`` in local mode
+    with the conversion as Spark tasks, ``standalone`` on ``cluster`` (whose CPU is added to the child's)."""
+    from spark_analysis.session import CONVERT_ENV
+    from spark_analysis.standalone import cluster_env, cpu_seconds
+
+    env = dict(os.environ)
+    if engine == "spark-tasks":
+        env[CONVERT_ENV] = "executors"
+    if engine == "standalone":
+        env = cluster_env(run) | {"SPARK_MASTER": cluster.url,
+                                  "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={EXECUTOR_MEMORY} pyspark-shell"}
+        before = cpu_seconds(cluster.pgids)
+    measure = "spark" if engine in ("spark-tasks", "standalone") else engine
+    proc = subprocess.run([sys.executable, __file__, "--measure", measure, str(run)], capture_output=True, text=True,
+                          env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} on {run} failed: {proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    if engine == "standalone":
+        time.sleep(2)  # the executors end with the application: their CPU reaches the workers' children's times
+        measured["cpu_s"] += cpu_seconds(cluster.pgids) - before
+    return measured
+
+
+EXECUTOR_MEMORY = "3g"  # as the local-mode driver's, which holds the executors there
+WORKER_MEMORY = "4g"
+
+
+def conversions(name: str, results: dict[str, dict[str, Any]], workers: int) -> str:
+    """The conversion's seconds: by the driver, by Spark tasks in local mode, by the standalone cluster's
+    executors; each with the 1-minute load average before and after its engine's measurement."""
+    parts = [f"{label} {results[engine]['convert_s']:.1f} s [load {results[engine]['load']}]"
+             for engine, label in (("spark", "driver (local mode, 2 threads)"), ("spark-tasks", "tasks in local mode"),
+                                   ("standalone", f"standalone executors ({workers} workers)")) if engine in results]
+    return f"# {name} conversion: " + " | ".join(parts)
 
 
 def side_by_side(name: str, results: dict[str, dict[str, Any]]) -> str:
@@ -527,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
     kinds.add_argument("--transactional", action="store_true",
                        help="transactional histories (<N>M-txn) instead of plain ones")
     kinds.add_argument("--both", action="store_true", help="plain and transactional histories of each size")
+    parser.add_argument("--standalone", type=int, metavar="WORKERS",
+                        help="also convert and check as Spark tasks: in local mode, and on a standalone cluster of "
+                             "this many workers that the benchmark starts")
     parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -545,6 +601,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'sends':>8} {'reads':>8} {'engine':>10} {'convert s':>9} {'start s':>8} {'check s':>8} {'total s':>8} "
           f"{'CPU s':>7} {'JVM peak':>9} {'Py peak':>8}  anomalies", flush=True)
     kinds = ([False, True] if args.both else [args.transactional])
+    with ExitStack() as stack:
+        cluster = None
+        if args.standalone:
+            from spark_analysis.standalone import standalone_cluster
+
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the cluster is stopped on the way out
+            cores = max(1, (os.cpu_count() or 2) // args.standalone)
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-bench-standalone-")))
+            cluster = stack.enter_context(standalone_cluster(workdir, args.standalone, cores, WORKER_MEMORY))
+            print(f"# standalone cluster {cluster.url}: {args.standalone} workers of {cores} cores, "
+                  f"executors of {EXECUTOR_MEMORY}", flush=True)
+        return run_sizes(args, kinds, duckdb, cluster)
+
+
+def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster: Any) -> int:
+    """Generate (or reuse) each history and measure every engine on it."""
     try:
         for millions, transactional in ((m, t) for m in args.millions for t in kinds):
             run = args.dir / f"{millions:g}M{'-txn' if transactional else ''}"
@@ -561,11 +633,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"({size / 2 ** 30:.1f} GiB) in {time.perf_counter() - started:.0f} s", flush=True)
             # DuckDB right after Spark: it reads the caches Spark's conversion wrote (spark-json deletes them)
             engines = ["spark"] + (["duckdb", "duckdb-json"] if duckdb and not transactional else []) + (
-                ["spark-json"] if args.json else []) + (["python"] if millions <= args.python_max_millions else [])
+                ["spark-json"] if args.json else []) + (["python"] if millions <= args.python_max_millions else []) + (
+                ["spark-tasks", "standalone"] if cluster is not None else [])
             results = {}
             for engine in engines:
-                m = in_child(engine, run)
-                results[engine] = m | {"engine": engine}
+                before = os.getloadavg()[0]
+                m = in_child(engine, run, cluster)
+                results[engine] = m | {"engine": engine, "load": f"{before:.1f} → {os.getloadavg()[0]:.1f}"}
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
                     "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
                 whole = m["convert_s"] + m["session_s"] + m["check_s"]
@@ -580,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# {run.name}: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
             if "duckdb" in results:
                 print(side_by_side(run.name, results), flush=True)
+            if cluster is not None:
+                print(conversions(run.name, results, args.standalone), flush=True)
             if not args.keep:
                 shutil.rmtree(run)
             if millions > args.python_max_millions and transactional == kinds[-1] and millions == min(

@@ -81,7 +81,7 @@ class LineRules(Generic[T]):
             if not raw.strip():
                 continue
             if unparsed is not None:
-                raise HistoryError(f"{label} line {unparsed[0]}: {unparsed[1]}")
+                raise held_error(label, unparsed)
             try:
                 obj = parse_json_line(raw)
             except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for a cut multibyte character
@@ -96,10 +96,20 @@ class LineRules(Generic[T]):
         self.unparsed = unparsed
         return records
 
+    def more_lines(self) -> None:
+        """Non-blank lines follow that were read elsewhere (the next range of the file, on another executor):
+        a held line was not the last one."""
+        if self.unparsed is not None:
+            raise held_error(self.label, self.unparsed)
+
     def finish(self, notes: list[str]) -> None:
         """At the end of the file: a held line was the last one, cut off; drop it with a note."""
         if self.unparsed is not None:
             notes.append(f"{self.label}: dropped an incomplete last line (line {self.unparsed[0]})")
+
+
+def held_error(label: str, unparsed: tuple[int, str]) -> HistoryError:
+    return HistoryError(f"{label} line {unparsed[0]}: {unparsed[1]}")
 
 
 _raw_decode = json.JSONDecoder().raw_decode

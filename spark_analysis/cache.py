@@ -8,8 +8,13 @@ also keeps what the conversion learnt that Spark cannot see in the rows: the
 reader's notes (a dropped cut-off last line is reported on every check, not
 only the first) and where lines start in the JSONL, for the examples.
 
-A cache that cannot be written (a read-only run directory) is not an error:
-``cached`` returns None and the checker reads the JSON lines instead.
+A cache is one Parquet file when the driver converted it, or a folder of
+parts with its footer in ``_kchaos.meta`` when a Spark cluster's executors did
+(ranged.py); both read alike, and either kind replaces the other when stale.
+
+A cache that cannot be written (a read-only run directory, or one the
+executors cannot write) is not an error: ``cached`` returns None and the
+checker reads the JSON lines instead.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import pyarrow.parquet as pq
 
 from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
+from spark_analysis.ranged import Tasks, convert_ranges, footer_path, parts_of
 
 FORMAT = "4"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns)
 KEY = "kchaos."
@@ -56,16 +62,15 @@ class ParquetFile:
         """Smallest and largest value of integer columns, from the row groups' statistics (one footer read,
         no rows read). A column holding no value is left out; one where some row group with values kept no
         statistics gets the whole int64 range (a wider range is always safe)."""
-        meta = pq.read_metadata(self.path)
-        schema = meta.schema.to_arrow_schema()
+        metas = [pq.read_metadata(part) for part in parts_of(self.path)]  # the parts share one schema
+        schema = metas[0].schema.to_arrow_schema()
         ranges: dict[str, tuple[int, int]] = {}
         for column in columns:
             index = schema.get_field_index(column)
             if index < 0:  # not a column of this file
                 continue
             low, high = None, None
-            for g in range(meta.num_row_groups):
-                chunk = meta.row_group(g).column(index)
+            for chunk in (meta.row_group(g).column(index) for meta in metas for g in range(meta.num_row_groups)):
                 stats = chunk.statistics
                 if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
                     continue  # nulls only
@@ -103,9 +108,9 @@ def parquet_path(source: Path, layout: Layout) -> Path:
 
 
 def footer(path: Path) -> dict[str, str] | None:
-    """The kchaos entries of a Parquet file's footer, or None when there is no readable file."""
+    """The kchaos entries of a cache's footer, or None when there is no readable cache."""
     try:
-        raw = pq.read_metadata(path).metadata or {}
+        raw = pq.read_metadata(footer_path(path)).metadata or {}
     except (OSError, ValueError):  # missing, or not a whole Parquet file
         return None
     return {k.decode()[len(KEY):]: v.decode() for k, v in raw.items() if k.startswith(KEY.encode())}
@@ -117,17 +122,18 @@ def is_fresh(source: Path, target: Path, meta: dict[str, str] | None) -> bool:
         return False
     st = source.stat()
     try:
-        cache_mtime = target.stat().st_mtime_ns
+        cache_mtime = footer_path(target).stat().st_mtime_ns
     except OSError:
         return False
     return (meta.get("source_size") == str(st.st_size) and meta.get("source_mtime_ns") == str(st.st_mtime_ns)
             and cache_mtime >= st.st_mtime_ns)
 
 
-def cached(source: Path, layout: Layout, label: str) -> ParquetFile | None:
+def cached(source: Path, layout: Layout, label: str, tasks: Tasks | None = None) -> ParquetFile | None:
     """The fresh cache of ``source``, converting it first when needed; None when it cannot be written.
 
-    A line the reference rejects raises HistoryError (and leaves no cache).
+    ``tasks`` (ranged.on_executors) convert it by ranges, else this process does. A line the reference
+    rejects raises HistoryError (and leaves no cache).
     """
     target = parquet_path(source, layout)
     meta = footer(target)
@@ -143,7 +149,10 @@ def cached(source: Path, layout: Layout, label: str) -> ParquetFile | None:
             return {KEY + k: v for k, v in entries.items()}
 
         try:
-            converted = convert(source, layout, label, target, stamp)
+            if tasks is None:
+                converted = convert(source, layout, label, target, stamp)
+            else:
+                converted = convert_ranges(source, layout, label, target, stamp, tasks)
         except OSError as e:  # read-only or full: the history itself is fine
             log.warning("cannot write the Parquet cache %s (%s): Spark reads the JSON lines", target, e)
             return None

@@ -5,7 +5,8 @@ The stages, and the jobs they run (only aggregates come back to the driver):
 1. reader: by default sends.jsonl and reads.jsonl are converted to their
    Parquet caches first (columnar.py, cache.py; only when stale, before
    Spark starts, with Arrow, every line held to the reference reader's
-   rules), and Spark reads those with names already as ids; txns.jsonl too,
+   rules; on a cluster, once the session is up, by its executors, one task
+   per range of lines: ranged.py), and Spark reads those with names already as ids; txns.jsonl too,
    once the events are read (by the driver, with the reference's reader).
    Or (``history_format="json"``, or a cache that cannot be written) Spark
    parses the JSON lines itself (reader.py: one job parses and checks every
@@ -58,9 +59,9 @@ from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS,
                                   topic_partitions, transaction_table, txn_codes)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
-from spark_analysis.columnar_reader import convert_history
+from spark_analysis.columnar_reader import conversion_tasks, convert_history
 from spark_analysis.reader import SparkHistory
-from spark_analysis.session import spark_session
+from spark_analysis.session import converts_on_executors, master_url, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +84,10 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     """
     history_dir = run_dir / "history"
     require_history(history_dir)  # the cheap checks come before Spark starts
-    files = convert_history(history_dir) if input_format(history_format) == "parquet" else None
+    parquet = input_format(history_format) == "parquet"
+    # the driver converts before Spark starts; a cluster's executors once the session is up
+    early = parquet and not converts_on_executors(spark.sparkContext.master if spark else master_url(spark_master))
+    files = convert_history(history_dir) if early else None
     own = spark is None
     if spark is None:
         from pyspark.sql import SparkSession
@@ -92,6 +96,8 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
         size = sum(f.stat().st_size for f in history_dir.glob("*.jsonl") if f.is_file())
         spark = spark_session(spark_master, history_bytes=size)
     try:
+        if parquet and not early:
+            files = convert_history(history_dir, conversion_tasks(spark))
         history = read_history(spark, history_dir, files)
         try:
             promises, note = promises_from_scenario(read_scenario(RunDir(run_dir)))
@@ -132,7 +138,8 @@ def read_history(spark: "SparkSession", history_dir: Path,
 def check(spark: "SparkSession", history_dir: Path, promises: Promises,
           history_format: str | None = None) -> dict[str, Any]:
     """Judge RUN/history under the given promises (the reference's ``check``, from files)."""
-    files = columnar_reader.convert_history(history_dir) if input_format(history_format) == "parquet" else None
+    parquet = input_format(history_format) == "parquet"
+    files = columnar_reader.convert_history(history_dir, conversion_tasks(spark)) if parquet else None
     history = read_history(spark, history_dir, files)
     try:
         return judge_history(spark, history, promises)

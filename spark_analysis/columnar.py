@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -332,14 +333,19 @@ def _unstorable(value: Any) -> str | None:
 # --- one file -------------------------------------------------------------------------------------
 
 
-def blocks(path: Path, size: int) -> Iterator[bytes]:
-    """The file in blocks of whole lines (each ends with a newline), then whatever follows the last newline."""
+def blocks(path: Path, size: int, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+    """Bytes ``start`` to ``end`` of the file (``start`` a line start) in blocks of whole lines (each ends with a
+    newline), then whatever follows the last newline."""
     rest = b""
     with path.open("rb") as f:
-        while True:
-            data = f.read(size)
+        f.seek(start)
+        left = end - start if end is not None else None
+        while left is None or left > 0:
+            data = f.read(size if left is None else min(size, left))
             if not data:
                 break
+            if left is not None:
+                left -= len(data)
             data = rest + data if rest else data
             cut = data.rfind(b"\n") + 1
             if cut == 0:
@@ -354,14 +360,16 @@ def blocks(path: Path, size: int) -> Iterator[bytes]:
 class Converter:
     """Writes one file's rows to a Parquet writer in file order, choosing per block Arrow or the reference's rules."""
 
-    def __init__(self, layout: Layout, label: str, writer: pq.ParquetWriter) -> None:
+    def __init__(self, layout: Layout, label: str, writer: pq.ParquetWriter, lines: int = 0, offset: int = 0) -> None:
+        """``lines`` and ``offset``: the lines and bytes of the file before the first block (a range of it)."""
         self.layout = layout
         self.label = label
         self.writer = writer
         self.rules = LineRules(label, layout.parse)
-        self.lines = 0  # lines before the next block
-        self.offset = 0  # bytes before the next block
-        self.marks: list[tuple[int, int]] = [(1, 0)]
+        self.lines = lines  # lines before the next block
+        self.offset = offset  # bytes before the next block
+        self.rows = 0  # rows written
+        self.marks: list[tuple[int, int]] = [(lines + 1, offset)]
         self._numbers = pa.array([], LONG)
         self.dictionaries = Dictionaries()
         self.arrow_blocks = self.rule_blocks = 0
@@ -378,6 +386,7 @@ class Converter:
             self.rule_blocks += 1
         if raw.num_rows:
             self.writer.write_table(stored_table(raw, self.layout, numbers, self.dictionaries))
+            self.rows += raw.num_rows
         self.marks += [(self.lines + before + 1, self.offset + at) for before, at in marks]
         self.lines += lines
         self.offset += len(block)
@@ -401,39 +410,74 @@ class Converter:
         return pc.add(self._numbers.slice(0, count), self.lines)
 
     def finish(self, notes: list[str]) -> Converted:
+        """At the end of the file: the rules' note on a held cut-off last line, and what was learnt."""
         self.rules.finish(notes)
+        return self.result(notes)
+
+    def result(self, notes: list[str]) -> Converted:
         return Converted(notes=notes, lines=self.lines, marks=self.marks, names=self.dictionaries.names(),
                          arrow_blocks=self.arrow_blocks, rule_blocks=self.rule_blocks)
 
 
-def convert(source: Path, layout: Layout, label: str, target: Path, metadata: Callable[[Converted], dict[str, str]],
-            workers: int | None = None) -> Converted:
-    """Write ``target`` (atomically) from ``source``; HistoryError at the first line the reference rejects.
+def parquet_writer(path: Path, layout: Layout) -> pq.ParquetWriter:
+    """A cache's Parquet writer (the whole file's, or one range's part)."""
+    return pq.ParquetWriter(path, layout.schema, compression="snappy", use_dictionary=_dictionary_columns(layout),
+                            column_encoding={"line": "DELTA_BINARY_PACKED"})
+
+
+def convert_range(source: Path, converter: Converter, start: int = 0, end: int | None = None,
+                  workers: int | None = None, block_bytes: int | None = None) -> Converter:
+    """Feed ``converter`` bytes ``start`` to ``end`` of ``source`` (``start`` a line start): the work of one
+    conversion, whether of the whole file here or of one range of it on an executor (ranged.py).
 
     Blocks are read by ``workers`` threads at once (Arrow lets go of the GIL),
     and written in file order; at most a few blocks are in memory.
     """
     workers = workers or max(1, os.cpu_count() or 1)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    writer = pq.ParquetWriter(tmp, layout.schema, compression="snappy", use_dictionary=_dictionary_columns(layout),
-                              column_encoding={"line": "DELTA_BINARY_PACKED"})
-    try:
-        converter = Converter(layout, label, writer)
-        pending: deque[tuple[bytes, Future[FastBlock | None] | None]] = deque()
-        with ThreadPoolExecutor(workers, thread_name_prefix="kchaos-convert") as pool:
-            for block in blocks(source, BLOCK_BYTES):
-                whole = block.endswith(b"\n")
-                pending.append((block, pool.submit(fast_block, block, layout) if whole else None))
-                while len(pending) > workers:
-                    done, future = pending.popleft()
-                    converter.add(done, future.result() if future is not None else None)
-            while pending:
+    pending: deque[tuple[bytes, Future[FastBlock | None] | None]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="kchaos-convert") as pool:
+        for block in blocks(source, block_bytes or BLOCK_BYTES, start, end):
+            whole = block.endswith(b"\n")
+            pending.append((block, pool.submit(fast_block, block, converter.layout) if whole else None))
+            while len(pending) > workers:
                 done, future = pending.popleft()
                 converter.add(done, future.result() if future is not None else None)
-        converted = converter.finish([])
+        while pending:
+            done, future = pending.popleft()
+            converter.add(done, future.result() if future is not None else None)
+    return converter
+
+
+def install(tmp: Path, target: Path) -> None:
+    """Put a new cache (a file, or a folder of parts) in place of the old one, whichever kind that was."""
+    if target.is_dir() or (tmp.is_dir() and target.exists()):  # rename cannot put one kind over the other
+        aside = target.with_name(f".{target.name}.{os.getpid()}.old")
+        os.replace(target, aside)
+        os.replace(tmp, target)
+        remove(aside)
+    else:
+        os.replace(tmp, target)
+
+
+def remove(path: Path) -> None:
+    """A cache or its leftovers, a file or a folder (gone already is fine)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def convert(source: Path, layout: Layout, label: str, target: Path, metadata: Callable[[Converted], dict[str, str]],
+            workers: int | None = None) -> Converted:
+    """Write ``target`` (atomically) from ``source`` in this process; HistoryError at the first line the reference
+    rejects."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    writer = parquet_writer(tmp, layout)
+    try:
+        converted = convert_range(source, Converter(layout, label, writer), workers=workers).finish([])
         writer.add_key_value_metadata(metadata(converted))
         writer.close()
-        os.replace(tmp, target)
+        install(tmp, target)
         return converted
     except BaseException:
         writer.close()

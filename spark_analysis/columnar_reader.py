@@ -25,7 +25,9 @@ from rundir.layout import require_history
 from spark_analysis.cache import ParquetFile, cached
 from spark_analysis.columnar import DICTIONARIES, READS, SENDS, TXNS, Layout
 from spark_analysis.encode import Names, sorted_names
+from spark_analysis.ranged import Tasks, on_executors
 from spark_analysis.reader import SparkHistory, history_of
+from spark_analysis.session import converts_on_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -46,8 +48,9 @@ class ParquetSource:
         """Nothing is cached: Parquet is read again by each job, faster than a cache is filled."""
 
 
-def convert_history(history_dir: Path) -> dict[str, ParquetFile | None] | None:
-    """Fresh caches of sends.jsonl and reads.jsonl (None for a missing file), converting what is stale.
+def convert_history(history_dir: Path, tasks: Tasks | None = None) -> dict[str, ParquetFile | None] | None:
+    """Fresh caches of sends.jsonl and reads.jsonl (None for a missing file), converting what is stale, in this
+    process or by ``tasks`` (``conversion_tasks``).
 
     None when a cache cannot be written: the caller reads the JSON lines.
     HistoryError at the first line the reference reader rejects.
@@ -56,7 +59,7 @@ def convert_history(history_dir: Path) -> dict[str, ParquetFile | None] | None:
     label = history_dir.name
     files: dict[str, ParquetFile | None] = {}
     for layout in (SENDS, READS):
-        file = cached(history_dir / layout.name, layout, f"{label}/{layout.name}")
+        file = cached(history_dir / layout.name, layout, f"{label}/{layout.name}", tasks)
         if file is None:
             return None
         files[layout.name] = file
@@ -70,8 +73,9 @@ def read_history(spark: "SparkSession", history_dir: Path,
     txns.jsonl is converted here, after the events are read: the reference reads it last, so a bad line there
     must not be reported before a bad event.
     """
+    tasks = conversion_tasks(spark)
     if files is None:
-        files = convert_history(history_dir)
+        files = convert_history(history_dir, tasks)
         if files is None:
             return None
     notes: list[str] = []
@@ -82,7 +86,7 @@ def read_history(spark: "SparkSession", history_dir: Path,
     events = read_events(history_dir, notes)
     txns_file = None
     if (history_dir / TXNS.name).is_file():
-        txns_file = cached(history_dir / TXNS.name, TXNS, f"{history_dir.name}/{TXNS.name}")
+        txns_file = cached(history_dir / TXNS.name, TXNS, f"{history_dir.name}/{TXNS.name}", tasks)
         if txns_file is None:
             return None
         notes += txns_file.notes
@@ -100,6 +104,11 @@ def read_history(spark: "SparkSession", history_dir: Path,
         ranges["seq"] = (min(low, ranges.get("seq", (low, high))[0]), max(high, ranges.get("seq", (low, high))[1]))
     return history_of(sends, reads, txns, events, notes, txn_sends=files[SENDS.name].has_values("txn"),
                       names=names, ranges=ranges)
+
+
+def conversion_tasks(spark: "SparkSession") -> Tasks | None:
+    """The session's executors when they convert (a cluster: session.converts_on_executors), else None."""
+    return on_executors(spark) if converts_on_executors(spark.sparkContext.master) else None
 
 
 # the columns the judge packs into one grouping key when their ranges allow

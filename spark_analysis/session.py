@@ -5,7 +5,11 @@
 each setting say why, benchmarks/PROFILE.md what each was measured to save.
 ``spark_master`` (or the SPARK_MASTER environment variable) points the same
 job at a standalone cluster, e.g. ``spark://127.0.0.1:7077``, whose executors
-must see the run directory at the same path as the driver.
+must see the run directory at the same path as the driver. There the
+executors also convert the JSON lines to their Parquet caches (ranged.py), so
+their Python (PYSPARK_PYTHON; on this machine, this very interpreter) needs
+kchaos and pyarrow installed. KCHAOS_SPARK_CONVERT (``driver`` or
+``executors``) overrides where the conversion runs.
 """
 
 from __future__ import annotations
@@ -80,6 +84,23 @@ def spark_log_path() -> Path:
 def master_url(spark_master: str | None = None) -> str:
     """The --spark-master argument, else SPARK_MASTER, else local mode on every core."""
     return spark_master or os.environ.get("SPARK_MASTER") or "local[*]"
+
+
+CONVERT_ENV = "KCHAOS_SPARK_CONVERT"
+CONVERT_PLACES = ("driver", "executors")
+
+
+def converts_on_executors(master: str) -> bool:
+    """Whether the executors convert the history (ranged.py): on a cluster, unless KCHAOS_SPARK_CONVERT says
+    otherwise. In local mode the driver's own threads do it, as fast (benchmarks/README.md)."""
+    chosen = os.environ.get(CONVERT_ENV)
+    if chosen:
+        if chosen not in CONVERT_PLACES:
+            from rundir.lines import HistoryError
+
+            raise HistoryError(f"unknown {CONVERT_ENV} {chosen!r}; choose one of {', '.join(CONVERT_PLACES)}")
+        return chosen == "executors"
+    return not master.startswith("local")
 
 
 def local_cores(master: str) -> int:
@@ -165,6 +186,7 @@ def spark_session(spark_master: str | None = None, history_bytes: int | None = N
         builder = builder.config(key, value)
     if on_this_machine(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' tasks import kchaos (ranged.py)
     with jvm_output_to(spark_log_path()):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -13,14 +13,14 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 import pytest
 
 from checkers.history import read_history
 from rundir.lines import HistoryError, lines_at
-from spark_analysis import cache, columnar
+from spark_analysis import cache, columnar, ranged
 from spark_analysis.columnar import READS, SENDS, STATUS_CODES
 from spark_analysis.columnar_reader import convert_history
 from test_checker_reference import clean, make_run, read, send
@@ -38,13 +38,25 @@ ODD_LINES = {
 }
 
 
-@pytest.fixture(params=["whole", "tiny"])
+@pytest.fixture(params=["whole", "tiny", "ranges"])
 def blocks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Convert in the usual blocks, or in blocks of a line or two (with a line-start mark every few lines)."""
-    if request.param == "tiny":
+    """Convert in the usual blocks, or in blocks of a line or two (with a line-start mark every few lines), or
+    by ranges of a line or two, each a task of its own as on a cluster's executors (ranged.py)."""
+    if request.param != "whole":
         monkeypatch.setattr(columnar, "BLOCK_BYTES", 150)
         monkeypatch.setattr(columnar, "MARK_BYTES", 200)
+    if request.param == "ranges":
+        monkeypatch.setattr(cache, "convert", by_ranges(range_bytes=200, block_bytes=150))
     return request.param
+
+
+def by_ranges(range_bytes: int, block_bytes: int) -> Callable[..., columnar.Converted]:
+    """``cache.convert`` as the executors do it, the tasks run one after another in this process."""
+    def convert(source: Path, layout: columnar.Layout, label: str, target: Path,
+                metadata: Callable[[columnar.Converted], dict[str, str]]) -> columnar.Converted:
+        return ranged.convert_ranges(source, layout, label, target, metadata, ranged.IN_THIS_PROCESS, range_bytes,
+                                     block_bytes)
+    return convert
 
 
 def stored_rows(file: cache.ParquetFile, layout: columnar.Layout) -> list[tuple[Any, ...]]:

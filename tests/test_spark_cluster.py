@@ -4,119 +4,67 @@ The test starts a master and one worker from this machine's pyspark
 installation (``spark-class``, as processes it owns, bound to 127.0.0.1 on
 free ports), runs ``kchaos check RUN --spark-master spark://...`` against them,
 and compares results.json with the local-mode checker's and the reference's.
-The cluster is always stopped, even when the test fails.
+There the executors convert the JSON lines to their Parquet caches
+(spark_analysis/ranged.py): the caches must come out as folders of parts,
+read as the reference reads the lines, also when cut into many small ranges.
+As root, the worker runs in a mount namespace of its own where one folder is
+a read-only bind mount: a run directory there is one the executors cannot
+write (the driver can), which must fall back to the JSON lines as a read-only
+run directory does. The cluster is always stopped, even when the test fails.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyspark
 import pytest
 
 from checkers import reference
+from checkers.anomalies import Promises
+from checkers.history import read_history
+from spark_analysis import cache, columnar, ranged
 from spark_analysis import checker as spark_checker
+from spark_analysis.session import spark_session
+from spark_analysis.standalone import ClusterError, Standalone, cluster_env, standalone_cluster
 from test_checker_reference import make_run
-from test_spark_checker import PROMISES, everything_at_once
+from test_columnar import ODD_LINES, same_as_reference
+from test_ranged import interleaved
+from test_spark_checker import CASES, PROMISES, everything_at_once
 
 pytestmark = pytest.mark.spark_cluster
 
 BIN = Path(sys.executable).parent
-SPARK_HOME = Path(pyspark.__file__).parent  # the pip-installed pyspark is a whole Spark distribution
-START_TIMEOUT_S = 180
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cluster_env(workdir: Path) -> dict[str, str]:
-    return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(workdir / "logs"),
-            "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_MASTER_HOST": "127.0.0.1"}
-
-
-def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A JVM in its own process group, so that stopping it also stops the executors it launched."""
-    with log.open("wb") as out:
-        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-
-
-def master_state(ui_port: int) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as response:
-        return json.loads(response.read())
-
-
-def wait_for(what: str, ready: Any, procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for proc, log in zip(procs, logs):
-            if proc.poll() is not None:
-                pytest.fail(f"{log.name} exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if ready():
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"{what} not ready after {START_TIMEOUT_S} s: " + " | ".join(log.read_text()[-1000:] for log in logs))
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """(master URL, master web UI port) of a one-worker standalone cluster on 127.0.0.1."""
-    workdir = tmp_path_factory.mktemp("spark-cluster")
-    env = cluster_env(workdir)
-    port, ui_port, worker_port, worker_ui_port = (free_port() for _ in range(4))
-    url = f"spark://127.0.0.1:{port}"
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = [workdir / "master.log", workdir / "worker.log"]
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A one-worker standalone cluster on 127.0.0.1 whose executors see one folder read-only (when root)."""
     try:
-        procs.append(start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                            "--webui-port", str(ui_port)], logs[0], env))
-        wait_for("the Spark master", lambda: master_state(ui_port)["status"] == "ALIVE", procs, logs[:1])
-        procs.append(start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                            "--port", str(worker_port), "--webui-port", str(worker_ui_port),
-                            "--cores", "2", "--memory", "2g", "--work-dir", str(workdir / "work"), url],
-                           logs[1], env))
-        wait_for("the Spark worker", lambda: master_state(ui_port)["aliveworkers"] >= 1, procs, logs)
-        yield url, ui_port
-    finally:
-        for proc in reversed(procs):
-            stop(proc)
+        with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"),
+                                read_only=tmp_path_factory.mktemp("executors-read-only")) as cluster:
+            yield cluster
+    except ClusterError as e:
+        pytest.fail(str(e))
 
 
-def test_check_on_a_standalone_cluster_matches_local_mode(spark_cluster: tuple[str, int], tmp_path: Path) -> None:
-    url, ui_port = spark_cluster
+def test_check_on_a_standalone_cluster_matches_local_mode(spark_cluster: Standalone, tmp_path: Path) -> None:
+    url = spark_cluster.url
     run = make_run(tmp_path, **everything_at_once(), scenario=PROMISES["idempotent"])
     expected = reference.check_run(run)
     local = spark_checker.check_run(run, spark_master="local[2]")
+    for name in ("sends.parquet", "reads.parquet"):  # converted by the driver: one file each
+        assert (run / "history" / name).is_file()
+        columnar.remove(run / "history" / name)
 
     result = subprocess.run([str(BIN / "kchaos"), "check", str(run), "--spark-master", url],
                             capture_output=True, text=True, timeout=900, env=cluster_env(tmp_path))
+    for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
+        assert (run / "history" / name / ranged.META).is_file()
     assert result.returncode == 1, result.stdout + result.stderr  # anomalies found: expectations not met
     written = json.loads((run / "results.json").read_text())
     assert written["exit_code"] == 1 and written["expectations"]["outcome"] == "unmet"
@@ -127,5 +75,77 @@ def test_check_on_a_standalone_cluster_matches_local_mode(spark_cluster: tuple[s
     assert on_cluster == expected
     assert "Using Spark's default log4j profile" not in result.stdout + result.stderr  # a quiet console
 
-    apps = master_state(ui_port)["completedapps"]
+    apps = spark_cluster.state()["completedapps"]
     assert [app["name"] for app in apps] == ["kchaos-check"]  # the job really ran on the cluster
+
+
+def test_a_run_directory_the_executors_cannot_write_means_reading_the_json_lines(spark_cluster: Standalone) -> None:
+    if spark_cluster.read_only is None:
+        pytest.skip("needs root and unshare to give the executors a read-only view of the run directory")
+    run = make_run(spark_cluster.read_only / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
+    expected = reference.check_run(run)
+    result = subprocess.run([str(BIN / "kchaos"), "check", str(run), "--spark-master", spark_cluster.url],
+                            capture_output=True, text=True, timeout=900, env=cluster_env(run))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    written = json.loads((run / "results.json").read_text())
+    assert {k: v for k, v in written.items() if k in expected and k != "checker"} == {
+        k: v for k, v in expected.items() if k != "checker"}
+    assert not [p.name for p in (run / "history").iterdir() if "parquet" in p.name]
+    assert "cannot write the Parquet cache" in result.stderr and "part-00000.parquet" in result.stderr  # a task's
+    assert "Read-only file system" in result.stderr  # the driver wrote its temporary folder: the executors could not
+
+
+# --- in this process, on a session of the cluster's (last: it holds the worker's cores until the module ends) ---
+
+
+@pytest.fixture(scope="module")
+def cluster_session(spark_cluster: Standalone) -> Iterator[Any]:
+    session = spark_session(spark_cluster.url, history_bytes=0)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def tiny_ranges(cluster_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every conversion by the cluster's executors, in ranges of a line or two, each in blocks of a line or two."""
+    monkeypatch.setattr(columnar, "BLOCK_BYTES", 150)
+    monkeypatch.setattr(ranged, "RANGE_BYTES", 200)
+    tasks = ranged.on_executors(cluster_session)
+
+    def convert(source: Path, layout: columnar.Layout, label: str, target: Path, metadata: Any) -> Any:
+        return ranged.convert_ranges(source, layout, label, target, metadata, tasks)
+
+    monkeypatch.setattr(cache, "convert", convert)
+
+
+CLUSTER_LINES = {**{f"odd: {k}": v for k, v in ODD_LINES.items()},
+                 "cut short in the middle": '{"producer": "p0", "seq": ', "two objects": '{"a": 1}{"b": 2}',
+                 "bad field": '{"producer": "p0", "seq": 1.0, "topic": "t", "partition": 0, "status": "fail"}'}
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTER_LINES))
+def test_lines_converted_by_the_executors_read_as_the_reference_reads_them(tiny_ranges: None, tmp_path: Path,
+                                                                           name: str) -> None:
+    h = interleaved(20)
+    h["sends"].insert(9, CLUSTER_LINES[name])
+    same_as_reference(make_run(tmp_path, **h))
+
+
+@pytest.mark.parametrize("name", ["everything at once", "lost", "duplicated"])
+def test_histories_converted_by_the_executors_are_judged_as_the_reference_judges_them(
+        cluster_session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(columnar, "BLOCK_BYTES", 150)
+    monkeypatch.setattr(ranged, "RANGE_BYTES", 300)
+    history = everything_at_once() if name == "everything at once" else CASES[name]
+    run = make_run(tmp_path, **history)
+    with (run / "history" / "reads.jsonl").open("a") as f:
+        f.write('{"consumer": "c0", "gr')  # the harness died mid-line: a note on every check
+    promises = Promises(idempotent=True, ordered=True)
+    expected = reference.check(read_history(run / "history"), promises)
+    judged = spark_checker.check(cluster_session, run / "history", promises)
+    assert judged.pop("checker") == "spark" and expected.pop("checker") == "python"
+    assert judged == expected
+    assert len(ranged.parts_of(run / "history" / "reads.parquet")) > 1
