@@ -52,9 +52,9 @@ FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
 # How long librdkafka waits before it fetches again for a partition whose local queue is full (queued.min.messages,
-# 100k records): its default, 1 s, held a consumer to ~125k records/s with the CPU idle, and 0 makes its threads
-# spin a whole core while the application is slow (9.2 CPU s in 10 s, measured); at 100 ms a consumer that keeps
-# up read ~400k records/s and one that sleeps used 0.02 CPU s in 10 s (benchmarks/README.md). The Java consumer
+# 100k records): its default, 1 s, held a consumer to ~127k records/s with the CPU idle, and 0 makes its threads
+# spin a whole core while the application is slow (9.2-9.8 CPU s in 10 s); at 100 ms a consumer that keeps
+# up read ~390-400k records/s and one that sleeps used 0.02-0.03 CPU s in 10 s (benchmarks/README.md). The Java consumer
 # has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
 # consumers take it unless the scenario's config sets the key, and the read-back always.
 FETCH_BACKOFF = {"fetch.queue.backoff.ms": 100}
