@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from rundir.layout import RunDir
 from workloads import protocol
 from workloads.client import WorkloadError
-from workloads.consumer import (DEFAULT_ISOLATION, ConsumerClient, FinalLines, consumer_settings,
+from workloads.consumer import (DEFAULT_ISOLATION, ConsumerClient, FinalLines, ReaderClient, consumer_settings,
                                 librdkafka_consumer_settings, read_record, slices)
-from workloads.history import FLUSH_INTERVAL_S, HistoryWriter, RunClock, json_line
+from workloads.history import FLUSH_INTERVAL_S, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
 from workloads.producer import ProducerClient, TransactionalLoop, outcome
@@ -599,3 +600,22 @@ def test_application_consumers_pause_fetching_100ms_not_1s_unless_the_scenario_s
     assert librdkafka_consumer_settings({"fetch.queue.backoff.ms": 1000}, "b:9092", "c0", "app", "auto")[
         "fetch.queue.backoff.ms"] == 1000
     assert "fetch.queue.backoff.ms" not in consumer_settings({}, "b:9092", "c0", "app", "auto")  # the Java one
+
+
+@pytest.mark.parametrize("line, source", [(b"R 4 13100 p0 12 123456789", {}),
+                                          (b"R 4 13100 - - 123456789", {}),
+                                          (b"R 4 13100 pipe0 3 123456789 p0 7", {"from_producer": "p0", "from_seq": 7})])
+def test_the_java_read_backs_lines_are_the_records_json(tmp_path: Path, line: bytes, source: dict) -> None:
+    """The Java reader's ``R`` lines become the same bytes as the record's dict (read_record's field order)."""
+    (tmp_path / "history").mkdir()
+    history = History(RunDir(tmp_path), RunClock())
+    try:
+        reader = ReaderClient("b:9092", "chaos", 6, {4: 20_000}, "read_committed", 10, history, "3.9.2")
+        reader.on_lines(reader.name, [line])
+    finally:
+        history.close()
+    written = (tmp_path / "history" / "reads.jsonl").read_bytes().splitlines()
+    producer, seq = (None, None) if b" - " in line else (line.split(b" ")[3].decode(), int(line.split(b" ")[4]))
+    assert written == [json_line({"consumer": "final-reader-committed", "group": None, "phase": "final",
+                                  "topic": "chaos", "partition": 4, "offset": 13_100, "producer": producer,
+                                  "seq": seq, "time_ns": 123_456_789, "isolation": "read_committed", **source})]

@@ -105,6 +105,13 @@ def read_record(msg: Message, consumer: str, group: str | None, phase: str, cloc
     return record
 
 
+def read_line_head(consumer: str, group: str | None, phase: str, topic: str) -> bytes:
+    """A reads.jsonl line up to its partition's value, as ``read_record`` orders the fields: the part every
+    line of one reader shares, for the hot paths that format lines from a record's fields."""
+    return b'{"consumer":%s,"group":%s,"phase":%s,"topic":%s,"partition":' % (
+        json_line(consumer), json_line(group), json_line(phase), json_line(topic))
+
+
 # a producer's value, b"<producer>:<seq>:<padding>" (messages.encode), whose line needs no dict: seq as JSON writes
 # it (no leading zero, no sign), padding with no colon (a pipeline's output has two more fields)
 PLAIN_VALUE = re.compile(rb"([^:]*):(0|[1-9][0-9]*):[^:]*\Z")
@@ -116,9 +123,8 @@ class FinalLines:
     pipeline's output, anything foreign) goes through ``read_record``; both give the same bytes."""
 
     def __init__(self, consumer: str, topic: str, isolation: Isolation) -> None:
-        self.consumer, self.topic, self.isolation = consumer, topic, isolation
-        self.head = b'{"consumer":%s,"group":null,"phase":"final","topic":%s,"partition":' % (
-            json_line(consumer), json_line(topic))
+        self.consumer, self.isolation = consumer, isolation
+        self.head = read_line_head(consumer, None, "final", topic)
         self.tail = b',"isolation":%s}' % json_line(isolation)
         self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
 
@@ -285,8 +291,7 @@ class ConsumerClient(ClientProcess):
     def on_lines(self, name: str, lines: list[bytes]) -> None:
         """Processed records become live reads, formatted here from the protocol's fields (as a producer's sends)."""
         out: list[bytes] = []
-        head = b'{"consumer":%s,"group":%s,"phase":"live","topic":%s,"partition":' % (
-            json_line(name), json_line(self.group), json_line(self.topic))
+        head = read_line_head(name, self.group, "live", self.topic)
         for line in lines:
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
@@ -436,8 +441,7 @@ class ReaderClient(ClientProcess):
         self.on_identity = lambda name, identity: record_identity(history, name, self.role, identity)
         self.positions: dict[int, int] = {}
         self._exit: str | None = None
-        self._head = b'{"consumer":%s,"group":null,"phase":"final","topic":%s,"partition":' % (
-            json_line(self.name), json_line(topic))
+        self._head = read_line_head(self.name, None, "final", topic)
         self._end = b',"isolation":%s' % json_line(isolation)
 
     def spec(self) -> dict[str, Any]:
