@@ -18,6 +18,7 @@ import docker.errors
 from clusters.spec import ClusterSpec
 from harness import cluster_cmd
 from harness.errors import HarnessError
+from harness.phases import PhaseTimer
 from harness.run import run_scenario
 from harness.scenario import load_scenario
 from verdicts.verdict import judge
@@ -39,11 +40,16 @@ def docker_errors_in_one_line(command: F) -> F:
 @docker_errors_in_one_line
 def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, engine: str,
         spark_master: str | None) -> int:
-    """Run a scenario, then judge it; a harness error during the run wins over the verdict (exit 2)."""
+    """Run a scenario, then judge it; a harness error during the run wins over the verdict (exit 2).
+    Its last line says how long each phase took (harness/phases.py)."""
     scenario = load_scenario(scenario_file, overrides, seed)
-    outcome = run_scenario(scenario, out)
+    timer = PhaseTimer()
+    outcome = run_scenario(scenario, out, timer)
     print(f"run directory: {outcome.run_dir}")
-    code = judge(outcome.run_dir, engine, spark_master)
+    try:
+        code = judge(outcome.run_dir, engine, spark_master, timer)
+    finally:
+        print(timer.line(), flush=True)
     if outcome.harness_error:
         raise HarnessError(outcome.harness_error)
     return code

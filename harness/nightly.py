@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.errors import EXIT_HARNESS, HarnessError
+from harness.phases import parse_phases
 from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, load_seconds, partition
 from rundir.layout import NIGHTLY_LOGS
@@ -79,6 +80,18 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
                                "nightly runs need names of their own (logs, records and shards go by name)")
         seen[v.name] = v.path
     return chosen, broken
+
+
+def overhead_phases(phases: dict[str, float], seconds: float, load_s: float) -> dict[str, float]:
+    """A run's overhead split by phase (harness/phases.py): every phase but the load and the settling, the time
+    those two took beyond the scenario's workload and settle, and what no phase holds (the process starting,
+    imports); they add up to ``seconds - load_s``. {} when the run printed no phases."""
+    if not phases:
+        return {}
+    split = {name: s for name, s in phases.items() if name not in ("load", "settling")}
+    split["load and settling past the scenario's"] = phases.get("load", 0.0) + phases.get("settling", 0.0) - load_s
+    split["outside the phases"] = seconds - sum(phases.values())
+    return split
 
 
 def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
@@ -169,12 +182,14 @@ def nightly(scenarios: Path, out: Path, junit: Path,
         save_outcome(log_dir, outcome, out)
     started = time.monotonic()
     overheads: list[float] = []
+    by_phase: list[dict[str, float]] = []
     for variant in mine:
         print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
         outcome = runner(variant, out, log_dir)
         outcome.order = order[variant.name]
         save_outcome(log_dir, outcome, out)
         overheads.append(outcome.seconds - variant.load_s)
+        by_phase.append(overhead_phases(parse_phases(outcome.output), outcome.seconds, variant.load_s))
         print(f"{variant.name}: {outcome.seconds:.0f} s, of which overhead {overheads[-1]:.1f} s (cluster start, "
               f"read-back, check, report, teardown: all but the {variant.load_s:.0f} s of workload and settling)")
     wall_s = time.monotonic() - started
@@ -194,5 +209,10 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     if overheads:
         print(f"per-run overhead: mean {sum(overheads) / len(overheads):.1f} s, max {max(overheads):.1f} s over "
               f"{len(overheads)} run(s)")
+        timed = [p for p in by_phase if p]
+        if timed:
+            names = list(dict.fromkeys(name for p in timed for name in p))
+            means = ", ".join(f"{name} {sum(p.get(name, 0.0) for p in timed) / len(timed):.1f} s" for name in names)
+            print(f"per-run overhead by phase, mean over {len(timed)} run(s): {means}")
     append_step_summary(step_summary(outcomes, shards))
     return nightly_exit_code(outcomes)

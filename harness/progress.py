@@ -7,11 +7,14 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from harness.phases import PhaseTimer
+
 
 class RunProgress:
-    """A rich progress bar on stderr over the load phase, with the counts beside it."""
+    """A rich progress bar on stderr over the load phase, with the counts beside it; each phase timed."""
 
-    def __init__(self, load_s: float) -> None:
+    def __init__(self, load_s: float, timer: PhaseTimer | None = None) -> None:
+        self.timer = timer if timer is not None else PhaseTimer()
         self._progress = Progress(TextColumn("[bold]{task.fields[phase]:<20}"), BarColumn(), TimeElapsedColumn(),
                                   TextColumn("{task.fields[stats]}"), console=Console(stderr=True),
                                   refresh_per_second=2)
@@ -23,9 +26,11 @@ class RunProgress:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self.timer.stop()
         self._progress.stop()
 
     def phase(self, name: str) -> None:
+        self.timer.start(name)
         self._progress.update(self._task, phase=name)
 
     def update(self, elapsed_s: float, *, acked: int, failed: int, unknown: int, reads: int, fault: str) -> None:

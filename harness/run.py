@@ -30,6 +30,7 @@ from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
 from forensics.segments import parse_dumps
 from harness.errors import HarnessError
+from harness.phases import PhaseTimer
 from harness.progress import RunProgress
 from harness.scenario import Scenario
 from rundir import documents
@@ -61,14 +62,15 @@ def write_scenario(run: RunDir, scenario: Scenario, clock: RunClock) -> None:
     documents.write_scenario(run, resolved)
 
 
-def run_scenario(scenario: Scenario, out_root: Path) -> RunOutcome:
-    """Run the trial and leave a complete run directory (results are checked by the caller)."""
+def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = None) -> RunOutcome:
+    """Run the trial and leave a complete run directory (results are checked by the caller); ``timer`` gets
+    each phase's wall seconds."""
     run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
     write_scenario(run, scenario, clock)
     history = History(run, clock, transactions=scenario.workload.transactional)
     remove_orphans()
-    with RunProgress(scenario.workload.duration_s) as progress:
+    with RunProgress(scenario.workload.duration_s, timer) as progress:
         progress.phase("starting the cluster")
         cluster = Cluster.start(scenario.cluster_spec(), run.cluster, owner_pid=os.getpid())
         try:

@@ -311,6 +311,33 @@ def test_nightly_prints_each_runs_overhead_beyond_its_workload(tmp_path: Path, c
     printed = capsys.readouterr().out
     assert "one: 58 s, of which overhead 12.5 s" in printed and "two: 82 s, of which overhead 12.0 s" in printed
     assert "per-run overhead: mean 12.2 s, max 12.5 s over 2 run(s)" in printed
+    assert "by phase" not in printed  # the runs printed no phases line
+
+
+def test_nightly_splits_the_overhead_by_the_phases_each_run_printed(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`kchaos run`'s phases line, averaged: each phase outside the load, what the load and the settling took
+    beyond the scenario's, and the rest of the wall time; the parts add up to the overhead."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    for name in ("one", "two"):
+        (scenarios / f"{name}.yaml").write_text(f"name: {name}\nnightly: true\nworkload: {{duration_s: 40}}\n"
+                                                "schedule: {settle_s: 5}\n")
+    printed_phases = {
+        "one": "phases: starting the cluster 5.0 s, load 40.2 s, settling 5.0 s, reading the replicas' disks 3.0 s, "
+               "check 8.0 s, report 1.0 s",
+        "two": "phases: starting the cluster 7.0 s, load 41.8 s, settling 9.0 s, check 6.0 s, report 2.0 s"}
+
+    def fake_run(variant: Variant, out_dir: Path, log_dir: Path) -> Outcome:
+        output = f"run directory: x\n{printed_phases[variant.name]}\nverdict: valid; expectations met\n"
+        return Outcome(variant.name, variant.path, 0, {"one": 63.0, "two": 67.0}[variant.name], output)
+
+    assert nightly(scenarios, tmp_path / "runs", tmp_path / "junit.xml", runner=fake_run) == 0
+    printed = capsys.readouterr().out
+    assert "per-run overhead: mean 20.0 s" in printed
+    assert ("per-run overhead by phase, mean over 2 run(s): starting the cluster 6.0 s, reading the replicas' disks "
+            "1.5 s, check 7.0 s, report 1.5 s, load and settling past the scenario's 3.0 s, outside the phases 1.0 s"
+            in printed)
 
 
 @pytest.mark.cluster

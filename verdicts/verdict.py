@@ -13,6 +13,7 @@ from typing import Any
 from checkers.anomalies import summary_keys
 from forensics.command import explain_run, explained_line
 from harness.errors import EXIT_HARNESS, HarnessError
+from harness.phases import PhaseTimer
 from harness.versions import kchaos_version
 from rundir.documents import read_events, read_scenario, write_results
 from rundir.layout import RunDir
@@ -63,22 +64,27 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None = None) -> int:
+def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None = None,
+          timer: PhaseTimer | None = None) -> int:
     """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 not judged.
 
     ``engine`` is "spark" (the default) or "python" (the reference); ``spark_master`` a Spark cluster URL.
     A run that proved nothing (no history to judge, cut short, no fault took effect) is one line on stderr.
+    ``timer`` gets the check's, the chains' and the report's wall seconds.
     """
+    timer = timer if timer is not None else PhaseTimer()
     run = RunDir(run_dir)
     try:
-        run.require()
-        results = check_run_with(engine, run_dir, spark_master)
+        with timer.phase("check"):
+            run.require()
+            results = check_run_with(engine, run_dir, spark_master)
         scenario = read_scenario(run)
         results.update(run_record(run, scenario))
     except HistoryError as e:
         raise HarnessError(str(e)) from None
     try:  # the chains add to the verdict, never decide it: a broker-events file that cannot be read is a note
-        explained = explain_run(run, results)
+        with timer.phase("chains"):
+            explained = explain_run(run, results)
         if explained is not None:
             results["forensics"] = explained
     except HistoryError as e:
@@ -86,8 +92,9 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     assessment = assess((scenario or {}).get("expect"), results, scenario)
     results["expectations"] = assessment.as_json()
     results["exit_code"] = assessment.exit_code
-    write_results(run, results)
-    report = write_report(run, results, scenario, assessment)
+    with timer.phase("report"):
+        write_results(run, results)
+        report = write_report(run, results, scenario, assessment)
     if assessment.proved_nothing:
         print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
         return EXIT_HARNESS
