@@ -24,11 +24,10 @@ from tenacity import RetryError, retry, stop_after_delay, wait_fixed
 from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
-from clusters.segments import dump_batches
+from clusters.segments import read_batches
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
-from forensics.segments import parse_dumps
 from harness.errors import HarnessError
 from harness.phases import PhaseTimer
 from harness.progress import RunProgress
@@ -93,8 +92,7 @@ def read_replica_disks(run: RunDir, cluster: Cluster, topics: list[str]) -> None
     """history/replica-batches.jsonl from every broker's disk, the last moment it exists. Not having it is a
     warning, never the run's failure: the verdict does not need it, only the forensics' chains do."""
     try:
-        outputs = dump_batches(cluster.brokers, topics, cluster.spec.kafka_version)
-        write_replica_batches(run, parse_dumps(outputs))
+        write_replica_batches(run, read_batches(cluster.brokers, topics, cluster.spec.kafka_version))
     except (ClusterError, OSError) as e:
         log.warning("the replicas' disks were not read (%s): the chains will not say which replica holds what", e)
 

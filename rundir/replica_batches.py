@@ -1,5 +1,6 @@
 """history/replica-batches.jsonl: every replica's record batches of the workload's topics, as its disk held them
-when the run ended (Kafka's DumpLogSegments, batch headers only, read before the cluster was torn down).
+when the run ended (batch headers only, read with Kafka's FileRecords before the cluster was torn down:
+clusters/segments.py).
 
 Written once, whole, by ``kchaos run`` (the disks are gone afterwards, so unlike broker-events.jsonl it cannot
 be rebuilt). Every line has ``node``, ``topic``, ``partition``, ``base_offset``, ``last_offset``, ``count``,
@@ -9,18 +10,18 @@ leader epoch that appended the batch), ``transactional``, ``control`` and ``crea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rundir.documents import write_jsonl_atomically
+from rundir.documents import write_atomically
 from rundir.layout import REPLICA_BATCHES, RunDir
 from rundir.lines import field_of, read_history_file
 
 
-def write_replica_batches(run: RunDir, batches: Iterable[dict[str, Any]]) -> Path:
-    """Replace history/replica-batches.jsonl with these batches."""
-    return write_jsonl_atomically(run.replica_batches, batches)
+def write_replica_batches(run: RunDir, lines: str) -> Path:
+    """Replace history/replica-batches.jsonl with these JSON lines (clusters/segments.read_batches' output)."""
+    run.replica_batches.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(run.replica_batches, lines)
 
 
 def parse_replica_batch(obj: dict[str, Any], line: int) -> dict[str, Any]:

@@ -1,47 +1,19 @@
-"""Forensics: DumpLogSegments' output into replica batches, and causal chains from a fault to the records it took.
+"""Forensics: causal chains from a fault to the records it took (the replica batches they use are read by
+clusters/segments.py: tests/test_segment_batches.py).
 
-The dumps in tests/data/segments/ are Kafka 3.9.2's and 4.3.1's own output for a real two-partition topic (an
-idempotent producer's 2,000 records, then a transaction of 5 and its commit marker). The chains are built from
-small hand-made histories shaped like the real ones of acks1-leader-kill, unclean-election and a power cut
+The chains are built from small hand-made histories shaped like the real ones of acks1-leader-kill, unclean-election and a power cut
 (the closing note of issue #20 shows the chains of real runs).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
 
 from forensics.chains import Explainer
 from rundir.documents import fault_windows
-from forensics.segments import parse_dump, parse_dumps
 
-SEGMENTS = Path(__file__).parent / "data" / "segments"
 S = 1_000_000_000
-
-
-@pytest.mark.parametrize("version", ["3.9.2", "4.3.1"])
-def test_dump_log_segments_output_becomes_batches(version: str) -> None:
-    text = (SEGMENTS / f"dump-log-segments-{version}.txt").read_text()
-    batches = parse_dump("broker1", text)
-    assert [(b["partition"], b["base_offset"], b["last_offset"]) for b in batches] == [
-        (0, 0, 997), (0, 998, 998), (0, 999, 999), (1, 0, 1001), (1, 1002, 1005), (1, 1006, 1006)]
-    first = batches[0]
-    assert first == {"node": "broker1", "topic": "chaos", "partition": 0, "base_offset": 0, "last_offset": 997,
-                     "count": 998, "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "last_sequence": 997,
-                     "leader_epoch": 0, "create_time_ms": first["create_time_ms"], "transactional": False,
-                     "control": False}
-    marker = batches[2]
-    assert marker["transactional"] and marker["control"] and marker["base_sequence"] == -1
-    assert all(b["producer_id"] == batches[1]["producer_id"] for b in batches if b["transactional"])
-
-
-def test_batches_of_several_brokers_are_ordered_by_node_partition_and_offset() -> None:
-    text = (SEGMENTS / "dump-log-segments-3.9.2.txt").read_text()
-    batches = parse_dumps({"broker2": text, "broker1": "log4j:WARN nothing here\n" + text})
-    assert [b["node"] for b in batches] == ["broker1"] * 6 + ["broker2"] * 6
-    assert [b["base_offset"] for b in batches[:6]] == [0, 998, 999, 0, 1002, 1006]
 
 
 def fault(name: str, target: str, start: float, end: float, detail: str) -> list[dict[str, Any]]:

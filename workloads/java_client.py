@@ -99,9 +99,13 @@ def ensure_built(kafka_version: str) -> Path:
 
 def java_command(kafka_version: str, role: str, spec_json: str) -> list[str]:
     """The command of a Java workload process in ``role`` (producer, consumer, reader, pipeline)."""
+    return java_tool(kafka_version, MAIN_CLASS, [role, spec_json])
+
+
+def java_tool(kafka_version: str, main_class: str, args: list[str]) -> list[str]:
+    """The command that runs ``main_class`` of the program built for ``kafka_version`` (built on first use)."""
     built = ensure_built(kafka_version)
-    return ["java", *JVM_FLAGS, "-cp", f"{built / 'classes'}{os.pathsep}{built / 'libs'}/*", MAIN_CLASS, role,
-            spec_json]
+    return ["java", *JVM_FLAGS, "-cp", f"{built / 'classes'}{os.pathsep}{built / 'libs'}/*", main_class, *args]
 
 
 @dataclass(frozen=True)
