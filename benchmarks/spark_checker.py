@@ -99,21 +99,16 @@ GROUP = "chaos-app"
 
 def generate(run: Path, millions: float) -> dict[str, int]:
     """Write RUN/history/*.jsonl for ``millions`` million sends; returns the line counts."""
-    from pyspark.sql import SparkSession, functions as F
+    from pyspark.sql import functions as F
 
-    from spark_analysis.session import jvm_output_to, spark_conf, spark_log_path
+    from spark_analysis.session import new_session, spark_conf
 
     n = int(millions * 1_000_000)
     history = run / "history"
     if history.exists():
         shutil.rmtree(history)
     history.mkdir(parents=True)
-    builder = SparkSession.builder
-    for key, value in spark_conf("local[*]").items():
-        builder = builder.config(key, value)
-    with jvm_output_to(spark_log_path()):
-        spark = builder.config("spark.app.name", "kchaos-bench-generate").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = new_session({**spark_conf("local[*]"), "spark.app.name": "kchaos-bench-generate"})
     try:
         ids = spark.range(0, n, numPartitions=max(4, n // 2_000_000))
         # Message id i: producer p(i % 8), seq i // 8, partition i % 12 at offset i // 12, so that each
@@ -187,21 +182,14 @@ TXN_SIZE = 10  # messages per transaction
 
 def generate_transactional(run: Path, millions: float) -> dict[str, int]:
     """Write RUN/history/*.jsonl (txns.jsonl too) of a transactional run of ``millions`` million sends."""
-    from pyspark.sql import SparkSession
-
-    from spark_analysis.session import jvm_output_to, spark_conf, spark_log_path
+    from spark_analysis.session import new_session, spark_conf
 
     n = int(millions * 1_000_000)
     history = run / "history"
     if history.exists():
         shutil.rmtree(history)
     history.mkdir(parents=True)
-    builder = SparkSession.builder
-    for key, value in spark_conf("local[*]").items():
-        builder = builder.config(key, value)
-    with jvm_output_to(spark_log_path()):
-        spark = builder.config("spark.app.name", "kchaos-bench-generate").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = new_session({**spark_conf("local[*]"), "spark.app.name": "kchaos-bench-generate"})
     try:
         # Message id i: producer p(i % 8), seq i // 8, transaction seq // 10 of its producer; partition i % 12
         # at offset i // 12. A transaction's fate by its number: one in ten aborted on purpose, a few unknown

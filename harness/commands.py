@@ -21,6 +21,7 @@ from harness.errors import HarnessError
 from harness.phases import PhaseTimer
 from harness.run import run_scenario
 from harness.scenario import load_scenario
+from spark_analysis.warm import WarmSession
 from verdicts.verdict import judge
 
 F = TypeVar("F", bound=Callable[..., int])
@@ -44,12 +45,20 @@ def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, 
     Its last line says how long each phase took (harness/phases.py)."""
     scenario = load_scenario(scenario_file, overrides, seed)
     timer = PhaseTimer()
-    outcome = run_scenario(scenario, out, timer)
-    print(f"run directory: {outcome.run_dir}")
+    warm = WarmSession(spark_master) if engine == "spark" else None  # started while the run settles
     try:
-        code = judge(outcome.run_dir, engine, spark_master, timer)
+        outcome = run_scenario(scenario, out, timer, on_settled=None if warm is None else warm.start)
+        print(f"run directory: {outcome.run_dir}")
+        try:
+            with timer.phase("check"):  # the warm-up may still be going
+                spark = None if warm is None else warm.session()
+            code = judge(outcome.run_dir, engine, spark_master, timer, spark)
+        finally:
+            print(timer.line(), flush=True)
     finally:
-        print(timer.line(), flush=True)
+        if warm is not None:
+            warm.session()
+            warm.stop()
     if outcome.harness_error:
         raise HarnessError(outcome.harness_error)
     return code

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import confluent_kafka
 from tenacity import RetryError, retry, stop_after_delay, wait_fixed
@@ -61,9 +61,11 @@ def write_scenario(run: RunDir, scenario: Scenario, clock: RunClock) -> None:
     documents.write_scenario(run, resolved)
 
 
-def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = None) -> RunOutcome:
+def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = None,
+                 on_settled: Callable[[Path], None] | None = None) -> RunOutcome:
     """Run the trial and leave a complete run directory (results are checked by the caller); ``timer`` gets
-    each phase's wall seconds."""
+    each phase's wall seconds; ``on_settled(history_dir)`` is called once the healed cluster is in sync again,
+    while the run settles (the check's session starts there: spark_analysis/warm.py)."""
     run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
     write_scenario(run, scenario, clock)
@@ -76,7 +78,8 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
             create_topic(cluster, scenario.topic_spec())
             if scenario.workload.pipeline is not None:
                 create_topic(cluster, scenario.pipeline_topic_spec())
-            error = Trial(scenario, cluster, history, progress, transactional_prefix=f"kchaos-{run.path.name}").run()
+            error = Trial(scenario, cluster, history, progress, transactional_prefix=f"kchaos-{run.path.name}",
+                          on_settled=None if on_settled is None else lambda: on_settled(run.history)).run()
         finally:
             history.close()
             progress.phase("reading the replicas' disks")
@@ -110,9 +113,11 @@ class Trial:
     """The workload processes, the observer and the nemesis around one cluster."""
 
     def __init__(self, scenario: Scenario, cluster: Cluster, history: History, progress: RunProgress,
-                 transactional_prefix: str = "kchaos") -> None:
-        """``transactional_prefix``: the run's own, so a transactional.id never meets one of another run."""
+                 transactional_prefix: str = "kchaos", on_settled: Callable[[], None] | None = None) -> None:
+        """``transactional_prefix``: the run's own, so a transactional.id never meets one of another run;
+        ``on_settled``: called once the cluster is in sync again after the faults."""
         self.scenario = scenario
+        self.on_settled = on_settled
         self.cluster = cluster
         self.history = history
         self.progress = progress
@@ -249,6 +254,8 @@ class Trial:
         except RetryError:
             log.warning("some partitions still have no leader or a short ISR; reading back anyway")
         self.observer.observe()
+        if self.on_settled is not None:
+            self.on_settled()
         while time.monotonic() - started < settle_s:
             self._show("none", self.scenario.workload.duration_s)
             time.sleep(0.5)

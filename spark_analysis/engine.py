@@ -9,11 +9,14 @@ Spark checker is tested against.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkers import reference
 from rundir.lines import HistoryError
 from spark_analysis.session import spark_log_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ENGINES = ("spark", "python")
 DEFAULT_ENGINE = "spark"
@@ -24,9 +27,10 @@ class SparkCheckError(HistoryError):
 
 
 def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None,
-                   history_format: str | None = None) -> dict[str, Any]:
-    """results.json for ``run_dir`` from the chosen engine; ``spark_master`` and ``history_format`` ("parquet",
-    the default, or "json"; else KCHAOS_SPARK_INPUT) only matter for Spark."""
+                   history_format: str | None = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+    """results.json for ``run_dir`` from the chosen engine; ``spark_master``, ``history_format`` ("parquet",
+    the default, or "json"; else KCHAOS_SPARK_INPUT) and ``spark`` (a session to use, e.g. warm.py's) only
+    matter for Spark."""
     if engine == "python":
         return reference.check_run(run_dir)
     if engine != "spark":
@@ -34,7 +38,7 @@ def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None,
     from spark_analysis.checker import check_run as spark_check_run  # imports pyarrow: only when Spark checks
 
     try:
-        return spark_check_run(run_dir, spark_master=spark_master, history_format=history_format)
+        return spark_check_run(run_dir, spark, spark_master=spark_master, history_format=history_format)
     except HistoryError:
         raise
     except Exception as e:  # Py4J, PySpark and Java errors carry pages of stack trace: keep the first line

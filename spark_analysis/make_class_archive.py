@@ -18,7 +18,7 @@ from pathlib import Path
 
 from spark_analysis.checker import check_run
 from spark_analysis.class_archive import archive_path, java_command, usable_archive
-from spark_analysis.session import jvm_output_to, spark_conf, spark_log_path
+from spark_analysis.session import new_session, spark_conf, spark_log_path
 
 EXIT_TIMEOUT_S = 300  # writing the archive (~180 MB) takes a while on a small machine
 
@@ -58,18 +58,12 @@ def write_training_run(run: Path) -> None:
 
 def make_archive(path: Path) -> None:
     """Check a training run on both inputs in a JVM that writes the classes it loaded to ``path`` at exit."""
-    from pyspark.sql import SparkSession
-
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     partial.unlink(missing_ok=True)
     conf = spark_conf("local[*]", class_archive=False)  # sized for a big history: generated code, C2, adaptive plans
     conf["spark.driver.extraJavaOptions"] += f" -XX:ArchiveClassesAtExit={partial}"
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    with jvm_output_to(spark_log_path()):
-        spark = builder.getOrCreate()
+    spark = new_session(conf)
     jvm = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
     try:
         if jvm is None:

@@ -17,9 +17,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from spark_analysis.class_archive import usable_archive
 
@@ -181,40 +180,36 @@ def spark_session(spark_master: str | None = None, history_bytes: int | None = N
     if active is not None:
         return active
     master = master_url(spark_master)
-    builder = SparkSession.builder
-    for key, value in spark_conf(master, history_bytes).items():
-        builder = builder.config(key, value)
     if on_this_machine(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' tasks import kchaos (ranged.py)
-    with jvm_output_to(spark_log_path()):
-        spark = builder.getOrCreate()
+    return new_session(spark_conf(master, history_bytes))
+
+
+def new_session(conf: dict[str, str]) -> "SparkSession":
+    """A session with this configuration in a new driver JVM, whose console output goes to the Spark log.
+
+    The JVM prints warnings (incubator modules, native Hadoop) before any log
+    configuration applies. Its output is handed to it when it is launched,
+    so no file descriptor of this process changes: a session can start in a
+    thread while the run's progress line goes on (spark_analysis/warm.py).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    spark_conf_ = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+    log = spark_log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as sink:
+        gateway = launch_gateway(spark_conf_, popen_kwargs={"stdout": sink, "stderr": sink})
+    SparkContext(conf=spark_conf_, gateway=gateway)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-@contextmanager
-def jvm_output_to(log: Path) -> Iterator[None]:
-    """Point file descriptors 1 and 2 at ``log`` while the JVM starts, so it inherits them.
-
-    The JVM prints warnings (incubator modules, native Hadoop) before any
-    log configuration applies; the Python process gets its own console back
-    as soon as the gateway is up.
-    """
-    log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with log.open("ab") as sink:
-        try:
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
-            yield
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
 
 
 def jvm_pid(spark: "SparkSession") -> int:

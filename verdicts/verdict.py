@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkers.anomalies import summary_keys
 from forensics.command import explain_run, explained_line
@@ -21,6 +21,9 @@ from rundir.lines import HistoryError
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 from verdicts.expect import NOT_JUDGED, Assessment, assess
 from verdicts.report import write_report
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
@@ -65,19 +68,19 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None = None,
-          timer: PhaseTimer | None = None) -> int:
+          timer: PhaseTimer | None = None, spark: "SparkSession | None" = None) -> int:
     """Check ``run_dir`` and return the exit code: 0 expectations met, 1 not met, 2 not judged.
 
     ``engine`` is "spark" (the default) or "python" (the reference); ``spark_master`` a Spark cluster URL.
     A run that proved nothing (no history to judge, cut short, no fault took effect) is one line on stderr.
-    ``timer`` gets the check's, the chains' and the report's wall seconds.
+    ``timer`` gets the check's, the chains' and the report's wall seconds; ``spark``, a session to check in.
     """
     timer = timer if timer is not None else PhaseTimer()
     run = RunDir(run_dir)
     try:
         with timer.phase("check"):
             run.require()
-            results = check_run_with(engine, run_dir, spark_master)
+            results = check_run_with(engine, run_dir, spark_master, spark=spark)
         scenario = read_scenario(run)
         results.update(run_record(run, scenario))
     except HistoryError as e:
