@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ class WarmSession:
             self._thread.start()
 
     def _warm(self, history_bytes: int) -> None:
+        started = time.monotonic()
         try:
             from pyspark import SparkContext
 
@@ -65,6 +67,7 @@ class WarmSession:
             with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
                 write_training_run(Path(tmp))
                 check_run(Path(tmp), self._spark)
+            log.info("the checker's session was warmed in %.1f s", time.monotonic() - started)
         except Exception as e:  # noqa: BLE001 - a warm-up never fails the run; the check starts its own session
             log.warning("the checker's session could not be warmed while the run settled (%s); the check starts "
                         "its own", str(e).splitlines()[0] if str(e) else type(e).__name__)
