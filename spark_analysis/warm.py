@@ -59,11 +59,13 @@ class WarmSession:
 
             from spark_analysis.checker import check_run
             from spark_analysis.make_class_archive import write_training_run
-            from spark_analysis.session import spark_session
+            from spark_analysis.session import master_url, on_this_machine, spark_session
 
             if SparkContext._active_spark_context is not None:
                 return  # a session is up already (tests share one): the check takes it as it is
             self._spark = spark_session(self.spark_master, history_bytes)
+            if not on_this_machine(master_url(self.spark_master)):
+                return  # a remote cluster's executors would not see a made-up run in this machine's temp folder
             with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
                 write_training_run(Path(tmp))
                 check_run(Path(tmp), self._spark)
