@@ -296,7 +296,7 @@ def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
     from spark_analysis.checker import check_run
     from spark_analysis.columnar import remove
     from spark_analysis.columnar_reader import conversion_tasks, convert_history
-    from spark_analysis.session import converts_on_executors, jvm_pid, master_url, spark_session
+    from spark_analysis.session import converts_on_executors, history_bytes, jvm_pid, master_url, spark_session
 
     history = run / "history"
     for cache in history.glob("*.parquet"):
@@ -307,8 +307,7 @@ def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
         convert_history(history)
     convert_s = time.perf_counter() - started
     started = time.perf_counter()
-    size = sum(f.stat().st_size for f in history.glob("*.jsonl"))
-    spark = spark_session(history_bytes=size)
+    spark = spark_session(history_bytes=history_bytes(history))
     if by_tasks:  # a cluster's executors start after the session: the start includes them (a first, empty job)
         spark.sparkContext.parallelize([0, 1], 2).count()
     session_s = time.perf_counter() - started

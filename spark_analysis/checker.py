@@ -61,7 +61,7 @@ from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import conversion_tasks, convert_history
 from spark_analysis.reader import SparkHistory
-from spark_analysis.session import converts_on_executors, master_url, spark_session
+from spark_analysis.session import converts_on_executors, history_bytes, master_url, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -93,8 +93,7 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
         from pyspark.sql import SparkSession
 
         own = SparkSession.getActiveSession() is None
-        size = sum(f.stat().st_size for f in history_dir.glob("*.jsonl") if f.is_file())
-        spark = spark_session(spark_master, history_bytes=size)
+        spark = spark_session(spark_master, history_bytes=history_bytes(history_dir))
     try:
         if parquet and not early:
             files = convert_history(history_dir, conversion_tasks(spark))

@@ -28,9 +28,13 @@ if TYPE_CHECKING:  # pyspark is imported only when the Spark engine is used: it 
 # In local mode the executor lives inside the driver JVM, so this is the whole checker's heap; the parsed
 # history is cached compressed and spills to disk, so 10 million sends with their reads fit.
 DRIVER_MEMORY = "3g"
+# bytes of JSON lines (history_bytes). Below it, no generated code and no adaptive plans: cheaper only while the
+# JVM's start dominates. A real run's first 13 / 26 MB: cold checks 6.6 / 8.1 s small against 6.9 / 7.4 s
+# medium; checks after a warm-up (warm.py) 4.2-4.5 / 5.3-5.7 s against 3.1-4.2 / 3.7-4.3; at 107 MB 13-14 s
+# against 5-6 (benchmarks/README.md). It was 64 MB when the size also counted the forensics' files.
+SMALL_HISTORY = 16 * 2 ** 20
 # A small history: most of its check is starting the JVM, warming up the JIT and compiling generated Java. C1
 # only, and the serial collector (no G1 worker threads to start); big checks keep C2 and G1, which pay back.
-SMALL_HISTORY = 64 * 2 ** 20  # bytes of JSON lines
 SMALL_JVM_OPTIONS = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Up to a few million sends, C2 compiling Spark's generated code costs more CPU than it saves.
 MEDIUM_HISTORY = 2 ** 30  # bytes of JSON lines, about 2.3 M sends with their reads
@@ -70,6 +74,15 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.hadoop.name = org.apache.hadoop
 logger.hadoop.level = error
 """
+
+
+def history_bytes(history_dir: Path) -> int:
+    """The bytes of the JSON lines the checker reads (sends, reads, events, txns), which size its session; the
+    forensics' files beside them (replica batches, broker events) are not checked and do not count."""
+    from rundir.layout import EVENTS, READS, SENDS, TXNS
+
+    files = (history_dir / name for name in (SENDS, READS, EVENTS, TXNS))
+    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def spark_log_path() -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rundir.layout import SENDS
+from spark_analysis.session import history_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,11 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def expected_history_bytes(history_dir: Path) -> int:
-    """The JSON lines the run will have once read back, guessed while it settles: what is there, plus about a
-    read line per send line for the final read (the session's sizing only needs the order of magnitude)."""
+    """The JSON lines the check will read once the run has read back, guessed while it settles: what is there,
+    plus about a read line per send line for the final read (the session's sizing only needs the order of
+    magnitude)."""
     sends = history_dir / SENDS
-    return sum(f.stat().st_size for f in history_dir.glob("*.jsonl") if f.is_file()) + (
-        sends.stat().st_size if sends.is_file() else 0)
+    return history_bytes(history_dir) + (sends.stat().st_size if sends.is_file() else 0)
 
 
 class WarmSession:

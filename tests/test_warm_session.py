@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from spark_analysis.make_class_archive import write_training_run
+from spark_analysis.session import history_bytes
 from spark_analysis.warm import WarmSession, expected_history_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,6 +21,8 @@ def test_the_expected_size_adds_a_read_line_per_send_line_for_the_final_read(tmp
     (tmp_path / "sends.jsonl").write_text("s" * 1000)
     (tmp_path / "reads.jsonl").write_text("r" * 300)
     (tmp_path / "events.jsonl").write_text("e" * 20)
+    (tmp_path / "broker-events.jsonl").write_text("b" * 5000)  # the forensics' files are not checked
+    assert history_bytes(tmp_path) == 1000 + 300 + 20
     assert expected_history_bytes(tmp_path) == 1000 + 300 + 20 + 1000
     assert expected_history_bytes(tmp_path / "missing") == 0
 
