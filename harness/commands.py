@@ -50,8 +50,10 @@ def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, 
         outcome = run_scenario(scenario, out, timer, on_settled=None if warm is None else warm.start)
         print(f"run directory: {outcome.run_dir}")
         try:
-            with timer.phase("waiting for the warm-up"):  # the checker's, begun while the run settled
-                spark = None if warm is None else warm.session()
+            spark = None
+            if warm is not None:
+                with timer.phase("waiting for the warm-up"):  # the checker's, begun while the run settled
+                    spark = warm.session()
             code = judge(outcome.run_dir, engine, spark_master, timer, spark)
         finally:
             print(timer.line(), flush=True)

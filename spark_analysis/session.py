@@ -211,16 +211,13 @@ def new_session(conf: dict[str, str]) -> "SparkSession":
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    spark_conf_ = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+    settings = SparkConf(loadDefaults=False).setAll(list(conf.items()))
     log = spark_log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as sink:
-        gateway = launch_gateway(spark_conf_, popen_kwargs={"stdout": sink, "stderr": sink})
-    SparkContext(conf=spark_conf_, gateway=gateway)
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        gateway = launch_gateway(settings, popen_kwargs={"stdout": sink, "stderr": sink})
+    SparkContext(conf=settings, gateway=gateway)  # the session takes its SQL settings from the context's
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -53,7 +53,7 @@ class WarmSession:
                                             name="kchaos-warm-check", daemon=True)
             self._thread.start()
 
-    def _warm(self, history_bytes: int) -> None:
+    def _warm(self, size: int) -> None:
         started = time.monotonic()
         try:
             from pyspark import SparkContext
@@ -64,7 +64,7 @@ class WarmSession:
 
             if SparkContext._active_spark_context is not None:
                 return  # a session is up already (tests share one): the check takes it as it is
-            self._spark = spark_session(self.spark_master, history_bytes)
+            self._spark = spark_session(self.spark_master, size)
             if not on_this_machine(master_url(self.spark_master)):
                 return  # a remote cluster's executors would not see a made-up run in this machine's temp folder
             with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
