@@ -45,8 +45,9 @@ APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 OS_RELEASE_ENV = "KCHAOS_OS_RELEASE"  # another os-release to go by (tests: a host that is not Debian)
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 BASE_IMAGE_ENV = "KCHAOS_BASE_IMAGE"
-# what clusters/images/run-node.sh runs, besides a POSIX sh
-NODE_COMMANDS = ("java", "hostname", "awk", "sed", "sync", "mkdir", "basename", "sleep")
+# what clusters/images/run-node.sh and archive-classes.sh run, besides a POSIX sh
+NODE_COMMANDS = ("java", "hostname", "awk", "sed", "sync", "mkdir", "basename", "sleep", "cat", "ls", "rm")
+NODE_IMAGE_FILES = ("Dockerfile", "archive-classes.sh", "run-node.sh")  # the build context, besides the jars
 MIN_JAVA = 17
 
 
@@ -84,7 +85,7 @@ def base_tag() -> str:
 
 
 def kafka_tag(version: str) -> str:
-    files = [IMAGES_DIR / n for n in ("Dockerfile", "run-node.sh", "pom.xml")]
+    files = [IMAGES_DIR / n for n in (*NODE_IMAGE_FILES, "pom.xml")]
     return f"kchaos-kafka:{version}-{recipe_digest(base_tag().encode(), *(f.read_bytes() for f in files))}"
 
 
@@ -225,7 +226,7 @@ def ensure_image(version: str = DEFAULT_KAFKA_VERSION, client: docker.DockerClie
     log.info("building node image %s", tag)
     with tempfile.TemporaryDirectory(prefix="kchaos-image-") as ctx:
         shutil.copytree(libs, Path(ctx) / "libs")
-        for name in ("Dockerfile", "run-node.sh"):
+        for name in NODE_IMAGE_FILES:
             shutil.copy2(IMAGES_DIR / name, Path(ctx) / name)
         try:
             client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, rm=True, pull=False)

@@ -1,4 +1,4 @@
-"""What the cluster tests share: a fresh topic, a history file's lines."""
+"""What the cluster tests share: a fresh topic, a history file's lines, what a node's JVM maps."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.cluster import Cluster
+from clusters.node import Node
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic
 
@@ -22,3 +23,9 @@ def new_topic(cluster: Cluster, prefix: str, partitions: int = 3, min_insync: in
 def jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a history file (none when it was never written)."""
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def maps_class_archive(node: Node) -> bool:
+    """Whether the node's JVM (the container's first process) has the image's class-data-sharing archive mapped:
+    with -Xshare:auto a JVM that cannot use the archive starts without it and says nothing."""
+    return "/opt/kafka/classes.jsa" in Path(f"/proc/{node.pid}/maps").read_text()

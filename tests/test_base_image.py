@@ -113,5 +113,5 @@ def test_a_base_without_java_is_refused_in_one_line(engine: docker.DockerClient,
     with pytest.raises(ClusterError) as refused:
         image.ensure_image("3.9.2", engine)
     assert str(refused.value) == f"{BASE_IMAGE_ENV}={base}: it lacks java (a node needs a JRE 17 and " \
-                                 "hostname, awk, sed, sync, mkdir, basename, sleep)"
+                                 "hostname, awk, sed, sync, mkdir, basename, sleep, cat, ls, rm)"
     assert "\n" not in str(refused.value)

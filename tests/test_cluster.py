@@ -16,6 +16,7 @@ from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic
+from helpers import maps_class_archive
 
 pytestmark = pytest.mark.cluster
 
@@ -31,6 +32,7 @@ def test_every_node_is_up_with_an_address_and_a_pid(cluster: Cluster) -> None:
         mounts = open("/proc/mounts").read()
         assert f"{broker.volume.device} {broker.data_dir} ext4" in mounts
     assert cluster.controller() in cluster.brokers
+    assert [n.name for n in cluster.nodes if not maps_class_archive(n)] == []
 
 
 def test_impossible_topic_is_refused(cluster: Cluster) -> None:

@@ -27,6 +27,7 @@ from faults.partition import PartitionFault
 from faults.power_loss import PowerLossFault
 from conftest import assert_nothing_left, start_owned_cluster  # the module pytest loaded: tests/ has no __init__.py
 from waiting import eventually
+from helpers import maps_class_archive
 
 pytestmark = pytest.mark.cluster
 
@@ -59,6 +60,7 @@ def test_nodes_quorum_and_ids(kraft: Cluster) -> None:
     mounts = open("/proc/mounts").read()
     for node in kraft.nodes:
         assert node.running and node.pid > 0
+    assert [n.name for n in kraft.nodes if not maps_class_archive(n)] == []
     for broker in kraft.brokers:  # broker data on its own loop volume (power-loss)
         assert broker.volume is not None and f"{broker.volume.device} {broker.data_dir} ext4" in mounts
     for controller in kraft.controllers:  # the metadata log on the host bind mount

@@ -13,6 +13,8 @@
 # While /etc/kchaos/hold exists the node waits before anything else: the
 # harness is putting a fault's network rules (a cut, a slow link) into this
 # new network namespace, and the service must not talk before they hold.
+# Every JVM maps the image's class-data-sharing archive (archive-classes.sh);
+# -Xshare:auto starts it without the archive if the archive cannot be used.
 set -eu
 role="$1"
 held=0
@@ -28,10 +30,11 @@ for f in /etc/kchaos/*; do
   sed "s/@NODE_IP@/$ip/g" "$f" > "/run/kchaos/$(basename "$f")"
 done
 LOG_OPTS="-Dlog4j.configuration=file:/run/kchaos/log4j.properties -Dlog4j2.configurationFile=file:/run/kchaos/log4j2.properties"
-JAVA_OPTS="${KCHAOS_HEAP:--Xms256m -Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.awt.headless=true $LOG_OPTS"
+SHARE="-Xshare:auto -XX:SharedArchiveFile=/opt/kafka/classes.jsa"
+JAVA_OPTS="${KCHAOS_HEAP:--Xms256m -Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 $SHARE -Djava.awt.headless=true $LOG_OPTS"
 CP="/opt/kafka/libs/*"
 format_storage() {
-  java -Xmx256m -XX:TieredStopAtLevel=1 -Xshare:auto $LOG_OPTS -cp "$CP" kafka.tools.StorageTool format \
+  java -Xmx256m -XX:TieredStopAtLevel=1 $SHARE $LOG_OPTS -cp "$CP" kafka.tools.StorageTool format \
     --cluster-id "$KCHAOS_KRAFT_CLUSTER_ID" --config /run/kchaos/server.properties --ignore-formatted
 }
 case "$role" in
