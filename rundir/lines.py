@@ -13,6 +13,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import orjson
+
 T = TypeVar("T")
 
 
@@ -113,10 +115,30 @@ def held_error(label: str, unparsed: tuple[int, str]) -> HistoryError:
 
 
 _raw_decode = json.JSONDecoder().raw_decode
+_NOT_FLAT = frozenset((float, dict, list))  # values after which orjson's reading is not taken
 
 
 def parse_json_line(raw: bytes) -> Any:
-    """json.loads for one line, minus two layers of Python calls: it runs once per line of every history."""
+    """One line's JSON value; every line of every history passes here.
+
+    orjson parses a line about three times as fast as Python's json, and the
+    two agree on an object whose values are strings, integers, booleans and
+    nulls: what sends and reads hold. Python's json decides every other line
+    (``python_json_line``): orjson refuses NaN, lone surrogates and white space
+    other than JSON's, and reads an integer past 64 bits as a float; so what a
+    history may hold, and the error a bad line gets, stay as they were.
+    """
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return python_json_line(raw)
+    if type(obj) is dict and _NOT_FLAT.isdisjoint(map(type, obj.values())):
+        return obj
+    return python_json_line(raw)
+
+
+def python_json_line(raw: bytes) -> Any:
+    """json.loads for one line, minus two layers of Python calls: the reference for what a line holds."""
     text = raw.decode("utf-8").lstrip()
     obj, end = _raw_decode(text)
     if text[end:].strip():
