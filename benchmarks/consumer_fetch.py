@@ -7,7 +7,7 @@ Starts one cluster (3 brokers, ZooKeeper), fills a topic of 6 partitions
 ``--seconds``, then per repetition: Kafka's ConsumerPerformance on it
 (records/s fetching), and for each back-off a librdkafka consumer in this
 process that reads the whole topic and formats every record as the
-read-back does (``FinalLines.lines``): records/s from its first batch to
+read-back does (``ReadLines.lines``): records/s from its first batch to
 its last, and the CPU seconds of the process (librdkafka's threads
 included) and of its main thread. Then, per back-off, a slow application:
 a consumer in a group that takes 500 records a second once its queues are
@@ -37,7 +37,7 @@ from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402
-from workloads.consumer import READ_BACK_BATCH, FinalLines  # noqa: E402
+from workloads.consumer import READ_BACK_BATCH, ReadLines  # noqa: E402
 from workloads.history import RDKAFKA_LOG, RunClock  # noqa: E402
 
 TOPIC = "bench-fetch"
@@ -54,7 +54,7 @@ def keeping_up(bootstrap: str, records: int, backoff: int) -> str:
                          "fetch.queue.backoff.ms": backoff}, logger=RDKAFKA_LOG)
     try:
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        lines, clock = FinalLines("final-reader", TOPIC, "read_uncommitted"), RunClock()
+        lines, clock = ReadLines("final-reader", None, "final", TOPIC, "read_uncommitted"), RunClock()
         high = {p: 1 << 62 for p in range(PARTITIONS)}
         count, first, cpu0, thread0 = 0, None, process_cpu_s(), time.thread_time()
         deadline = time.monotonic() + 300
@@ -62,7 +62,7 @@ def keeping_up(bootstrap: str, records: int, backoff: int) -> str:
             msgs = consumer.consume(READ_BACK_BATCH, timeout=1)
             if msgs and first is None:
                 first = time.monotonic()
-            count += len(lines.lines(msgs, clock.now_ns(), high, clock))
+            count += len(lines.lines(msgs, clock.now_ns(), high))
         span = time.monotonic() - (first or time.monotonic())
         return (f"{count / span if span else 0:,.0f} records/s ({count:,} in {span:.2f} s); CPU s: process "
                 f"{process_cpu_s() - cpu0:.2f}, main thread {time.thread_time() - thread0:.2f}")

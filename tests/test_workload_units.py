@@ -4,6 +4,7 @@ the harness's bookkeeping, and workload processes that are killed, stopped or or
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +16,9 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from rundir.layout import RunDir
 from workloads import protocol
 from workloads.client import WorkloadError
-from workloads.consumer import (DEFAULT_ISOLATION, ConsumerClient, FinalLines, ReaderClient, consumer_settings,
-                                librdkafka_consumer_settings, read_record, slices)
+from workloads.child import LineOut
+from workloads.consumer import (DEFAULT_ISOLATION, ConsumeLoop, ConsumerClient, ReadLines, ReaderClient,
+                                consumer_settings, librdkafka_consumer_settings, read_line_head, read_record, slices)
 from workloads.history import FLUSH_INTERVAL_S, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
@@ -302,6 +304,49 @@ def test_consumer_lines_become_live_reads_of_the_group() -> None:
                               "isolation": "read_committed"}]
 
 
+@pytest.mark.parametrize("commit, processing_ms", [("auto", 0), ("manual", 0), ("auto", 250)])
+def test_a_consumer_process_sends_its_reads_lines_ready_to_write(commit: str, processing_ms: float) -> None:
+    """The librdkafka consumer process formats each processed record's reads.jsonl line itself: what the harness
+    writes is the record's dict as ``read_record`` makes it, a pipeline's output with its source, a foreign value
+    with nulls; the batch is polled and then done, in slices when processing takes time."""
+    values = [encode("p0", 3, 100), encode("p1.1", 0, 20), encode_output("pipe0", 4, "p0", 9), b"foreign",
+              b'we ird"x:5:xx']
+    batch = [Message(topic="t", partition=i % 2, offset=100 + i, value=v) for i, v in enumerate(values)]
+    read_fd, write_fd = os.pipe()
+    spec = {"topic": "t", "commit": commit, "processing_ms": processing_ms, "config": {},
+            "bootstrap_servers": "nowhere:9092", "name": "c0.2", "group": "app", "isolation": None}
+    loop = ConsumeLoop(spec, RunClock(), threading.Event(), LineOut(write_fd))
+    try:
+        loop._commit = lambda batch: None  # type: ignore[method-assign]  # no broker to commit to
+        loop._process(batch)
+    finally:
+        loop.consumer.close()
+        os.close(write_fd)
+    wire_lines = protocol.LineSplitter().feed(os.read(read_fd, 1 << 20))
+    os.close(read_fd)
+    reads = ListWriter()
+    c = ConsumerClient("c0", "nowhere:9092", "t", "app", commit, {}, reads, RunClock(),  # type: ignore[arg-type]
+                       processing_ms)
+    c.on_lines("c0.2", wire_lines)
+    assert c.count == len(values) and c.batches_polled == c.batches_done == 1 and not c.processing
+    times = {r["time_ns"] for r in reads.records}
+    assert reads.records == [read_record(msg, "c0.2", "app", "live", r["time_ns"], DEFAULT_ISOLATION)
+                             for msg, r in zip(batch, reads.records)]
+    assert reads.records[2]["from_producer"] == "p0" and reads.records[3]["producer"] is None
+    assert len(times) == (3 if processing_ms else 1)  # 250 ms: 3 slices of at most 2 records, each its own time
+
+
+def test_a_reads_line_of_another_consumer_is_refused() -> None:
+    """A consumer process can only write its own reads: a line with another consumer's name, group or topic is
+    a protocol error (the harness then kills the process), never a read."""
+    c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", {}, ListWriter(), RunClock())  # type: ignore[arg-type]
+    for head in (read_line_head("c1", "app", "live", "t"), read_line_head("c0", "other", "live", "t"),
+                 read_line_head("c0", "app", "final", "t"), read_line_head("c0", "app", "live", "u")):
+        with pytest.raises(protocol.ProtocolError):
+            c.on_lines("c0", [head + b'1,"offset":2,"producer":"p0","seq":3,"time_ns":4,"isolation":"x"}'])
+    assert c.count == 0
+
+
 @pytest.mark.parametrize("isolation, config, effective", [
     (None, {}, "read_committed"),                      # librdkafka's default (measured)
     (None, {"isolation.level": "read_uncommitted"}, "read_uncommitted"),
@@ -579,8 +624,8 @@ def test_the_read_backs_fast_lines_are_the_records_json(value: bytes | None, iso
     """Formatting a read-back line from the record's fields gives the bytes of its dict, whatever the value."""
     clock = RunClock()
     msg = Message(topic="chaos", partition=4, offset=13_100, value=value)
-    fast, = FinalLines("final-reader", "chaos", isolation).lines([msg], 123_456_789, {4: 13_101}, clock)  # type: ignore[list-item]
-    record = {**read_record(msg, "final-reader", None, "final", clock, isolation), "time_ns": 123_456_789}  # type: ignore[arg-type]
+    fast, = ReadLines("final-reader", None, "final", "chaos", isolation).lines([msg], 123_456_789, {4: 13_101})  # type: ignore[list-item]
+    record = read_record(msg, "final-reader", None, "final", 123_456_789, isolation)  # type: ignore[arg-type]
     assert fast == json_line(record)
     assert json.loads(fast)["offset"] == 13_100
 
@@ -590,7 +635,7 @@ def test_the_read_back_keeps_only_records_below_the_high_watermark() -> None:
     part of the read-back, and each partition has its own."""
     msgs = [Message(topic="chaos", partition=p, offset=o, value=encode("p0", 10 * p + o, 20))
             for p, o in [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]]
-    lines = FinalLines("final-reader", "chaos", "read_uncommitted").lines(msgs, 5, {0: 2, 1: 1}, RunClock())  # type: ignore[arg-type]
+    lines = ReadLines("final-reader", None, "final", "chaos", "read_uncommitted").lines(msgs, 5, {0: 2, 1: 1})  # type: ignore[arg-type]
     assert [(json.loads(x)["partition"], json.loads(x)["offset"], json.loads(x)["seq"]) for x in lines] == \
         [(0, 0, 0), (1, 0, 10), (0, 1, 1)]
 

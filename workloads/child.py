@@ -39,13 +39,21 @@ class LineOut:
         self._lock = threading.Lock()
 
     def send(self, lines: list[str]) -> None:
-        if not lines:
-            return
-        data = memoryview(encode_lines(lines))
+        if lines:
+            self.write(encode_lines(lines))
+
+    def send_bytes(self, lines: list[bytes]) -> None:
+        """Lines already bytes (a consumer's reads.jsonl lines), in one write."""
+        if lines:
+            self.write(b"\n".join(lines) + b"\n")
+
+    def write(self, data: bytes) -> None:
+        """Whole lines, newline-terminated, in one write."""
+        view = memoryview(data)
         with self._lock:
             try:
-                while data:
-                    data = data[os.write(self._fd, data):]
+                while view:
+                    view = view[os.write(self._fd, view):]
             except BrokenPipeError:  # the harness is gone: nobody to tell anything
                 os._exit(EXIT_HARNESS_GONE)
 

@@ -39,7 +39,7 @@ from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientIdentity, ClientProcess, Library, WorkloadError
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source
-from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed, processed_fields
+from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed_fields
 
 CommitMode = Literal["auto", "manual"]
 Isolation = Literal["read_committed", "read_uncommitted"]
@@ -58,6 +58,7 @@ BATCH = 500
 # has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
 # consumers take it unless the scenario's config sets the key, and the read-back always.
 FETCH_BACKOFF = {"fetch.queue.backoff.ms": 100}
+BATCH_DONE_LINE = BATCH_DONE.encode()
 READ_BACK_BATCH = 10_000  # the read-back takes what librdkafka has fetched in big bites: no processing between
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
@@ -92,13 +93,13 @@ def librdkafka_consumer_identity(settings: dict[str, Any]) -> dict[str, Any]:
             "auto.commit.interval.ms": settings.get("auto.commit.interval.ms", 5000)}
 
 
-def read_record(msg: Message, consumer: str, group: str | None, phase: str, clock: RunClock,
+def read_record(msg: Message, consumer: str, group: str | None, phase: str, time_ns: int,
                 isolation: Isolation) -> dict[str, Any]:
     value = msg.value()
     producer, seq = decode(value)
     record = {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
               "partition": msg.partition(), "offset": msg.offset(), "producer": producer, "seq": seq,
-              "time_ns": clock.now_ns(), "isolation": isolation}
+              "time_ns": time_ns, "isolation": isolation}
     from_producer, from_seq = decode_source(value)
     if from_producer is not None:  # a pipeline's output: which input it was made from
         record["from_producer"], record["from_seq"] = from_producer, from_seq
@@ -117,21 +118,23 @@ def read_line_head(consumer: str, group: str | None, phase: str, topic: str) -> 
 PLAIN_VALUE = re.compile(rb"([^:]*):(0|[1-9][0-9]*):[^:]*\Z")
 
 
-class FinalLines:
-    """The read-back's history lines, formatted from each record's fields with no dict per record: the read-back
-    is a run's largest stream (every record, once per isolation). A value kchaos did not write the usual way (a
-    pipeline's output, anything foreign) goes through ``read_record``; both give the same bytes."""
+class ReadLines:
+    """One librdkafka reader's history lines, formatted from each record's fields with no dict per record: the
+    read-back (every record, once per isolation, in the harness) and an application consumer (every record it
+    processes, in its own process, which sends the lines to the harness ready to write). A value kchaos did not
+    write the usual way (a pipeline's output, anything foreign) goes through ``read_record``; both give the same
+    bytes."""
 
-    def __init__(self, consumer: str, topic: str, isolation: Isolation) -> None:
-        self.consumer, self.isolation = consumer, isolation
-        self.head = read_line_head(consumer, None, "final", topic)
+    def __init__(self, consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation) -> None:
+        self.consumer, self.group, self.phase, self.isolation = consumer, group, phase, isolation
+        self.head = read_line_head(consumer, group, phase, topic)
         self.tail = b',"isolation":%s}' % json_line(isolation)
         self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
 
-    def lines(self, msgs: list[Message], time_ns: int, high: dict[int, int], clock: RunClock) -> list[bytes]:
-        """The lines of one consumed batch read at ``time_ns``: its records below their partition's high
-        watermark (errors skipped). One loop with the batch's constants bound once and one regex to take a value
-        apart: the read-back's whole Python cost a record (0.67 us, against 0.82 us with a call per record)."""
+    def lines(self, msgs: list[Message], time_ns: int, high: dict[int, int] | None = None) -> list[bytes]:
+        """The lines of records read at ``time_ns`` (errors skipped); with ``high``, only those below their
+        partition's high watermark. One loop with the constants bound once and one regex to take a value apart:
+        the whole Python cost a record (0.67 us, against 0.82 us with a call per record)."""
         head, producers, slow, match = self.head, self.producers, self._slow_line, PLAIN_VALUE.match
         tail = b',"time_ns":%d%s' % (time_ns, self.tail)
         out: list[bytes] = []
@@ -140,7 +143,7 @@ class FinalLines:
             if msg.error() is not None:
                 continue
             partition, offset = msg.partition(), msg.offset()
-            if offset >= high[partition]:
+            if high is not None and offset >= high[partition]:
                 continue
             m = match(msg.value() or b"")
             if m is not None:
@@ -151,14 +154,12 @@ class FinalLines:
                 if known:
                     append(b'%s%d,"offset":%d,"producer":%s,"seq":%s%s' % (head, partition, offset, known, seq, tail))
                     continue
-            append(slow(msg, time_ns, clock))
+            append(slow(msg, time_ns))
         return out
 
-    def _slow_line(self, msg: Message, time_ns: int, clock: RunClock) -> bytes:
+    def _slow_line(self, msg: Message, time_ns: int) -> bytes:
         """A value kchaos did not write the usual way: through the record's dict (the same bytes)."""
-        record = read_record(msg, self.consumer, None, "final", clock, self.isolation)
-        record["time_ns"] = time_ns
-        return json_line(record)
+        return json_line(read_record(msg, self.consumer, self.group, self.phase, time_ns, self.isolation))
 
     @staticmethod
     def _producer_json(producer: bytes) -> bytes:
@@ -192,6 +193,9 @@ class ConsumeLoop:
         self.settings = librdkafka_consumer_settings(spec["config"], spec["bootstrap_servers"], spec["name"],
                                                      spec["group"], self.commit, spec.get("isolation"))
         self.consumer = Consumer(self.settings, logger=RDKAFKA_LOG)
+        # processed records go to the harness as reads.jsonl lines, ready to write
+        self.read_lines = ReadLines(spec["name"], spec["group"], "live", self.topic,
+                                    effective_isolation(self.settings, None))
 
     def run(self) -> None:
         self.consumer.subscribe([self.topic])
@@ -205,25 +209,22 @@ class ConsumeLoop:
             self.consumer.close()
 
     def _process(self, batch: list[Message]) -> None:
-        lines = [polled(len(batch), self.clock.now_ns())]
+        lines = [polled(len(batch), self.clock.now_ns()).encode()]
         parts = slices(batch, self.processing_ms)
         if self.processing_ms > 0:  # say so now: the harness knows a batch is being processed
-            self.out.send(lines)
+            self.out.send_bytes(lines)
             lines = []
         for part in parts:
             if self.processing_ms > 0:
                 time.sleep(self.processing_ms / 1000 / len(parts))  # the application at work
-            now = self.clock.now_ns()
-            for msg in part:
-                producer, seq = decode(msg.value())
-                lines.append(processed(msg.partition(), msg.offset(), producer, seq, now))
+            lines += self.read_lines.lines(part, self.clock.now_ns())
             if part is parts[-1] and self.commit == "auto":
-                lines.append(BATCH_DONE)
-            self.out.send(lines)
+                lines.append(BATCH_DONE_LINE)
+            self.out.send_bytes(lines)
             lines = []
         if self.commit == "manual":
             self._commit(batch)
-            self.out.send([BATCH_DONE])
+            self.out.send_bytes([BATCH_DONE_LINE])
 
     def _commit(self, batch: list[Message]) -> None:
         """Commit what was processed: past the last record of each partition in the batch."""
@@ -289,10 +290,14 @@ class ConsumerClient(ClientProcess):
         super().stop(self.processing_ms / 1000 + STOP_MARGIN_S if timeout_s is None else timeout_s)
 
     def on_lines(self, name: str, lines: list[bytes]) -> None:
-        """Processed records become live reads, formatted here from the protocol's fields (as a producer's sends)."""
+        """Processed records become live reads: a librdkafka process sends their reads.jsonl lines ready to write
+        (checked to be this consumer's), the Java one ``R`` lines, formatted here from the protocol's fields."""
         out: list[bytes] = []
         head = read_line_head(name, self.group, "live", self.topic)
         for line in lines:
+            if line.startswith(head):
+                out.append(line)
+                continue
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
                 out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s' % (
@@ -405,13 +410,13 @@ def _read_with_librdkafka(bootstrap_servers: str, topic: str, high: dict[int, in
         tps = [TopicPartition(topic, p) for p in high]
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in high])
         position = {p: 0 for p in high}
-        lines = FinalLines(consumer_name, topic, isolation)
+        lines = ReadLines(consumer_name, None, "final", topic, isolation)
         clock = history.clock
         deadline = time.monotonic() + timeout_s
         while any(position[p] < high[p] for p in position) and time.monotonic() < deadline:
             msgs = consumer.consume(READ_BACK_BATCH, timeout=0.5)
             now = clock.now_ns()  # one read time per batch: the records arrived together
-            history.reads.write_lines(lines.lines(msgs, now, high, clock))
+            history.reads.write_lines(lines.lines(msgs, now, high))
             for tp in consumer.position(tps):
                 if tp.offset >= 0:
                     position[tp.partition] = max(position[tp.partition], tp.offset)

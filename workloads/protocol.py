@@ -25,7 +25,9 @@ Consumer::
 
     H <pid>
     P <count> <poll_ns>                            polled a batch, processing starts
-    R <partition> <offset> <producer> <seq> <time_ns>   a record the application has processed
+    {"consumer":...}                               a record the application has processed: its reads.jsonl
+                                                   line, ready to write (the librdkafka consumer)
+    R <partition> <offset> <producer> <seq> <time_ns>   ...the same as fields (the Java consumer; pipelines)
     D                                              the batch is processed (and committed, when manual)
     E
 
