@@ -104,6 +104,7 @@ PARTITIONS = 6
 RECORD_BYTES = 100
 TOOLS_IN_CONTAINER_LIBS = "/opt/kafka/libs/*"
 TARGET_RATIO = 0.8   # issue #21's target: kchaos >= 0.8 x ProducerPerformance, acks=all and acks=1
+CONSUMER_TARGET = 0.5  # issue #21's: the live consumer and the read-back >= 0.5 x ConsumerPerformance, fetching only
 
 
 # ---------------------------------------------------------------------- shared with the other benchmarks
@@ -666,10 +667,13 @@ def producer_round(cluster: Cluster, tools: Tools, acks: str, extra: dict[str, s
                  kept)
 
 
+def spread(values: list[float], fmt: str) -> str:
+    """The mean and (range) of repeated figures, each in ``fmt``."""
+    return f"{fmt.format(statistics.fmean(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
 def spread_row(acks: str, rounds: list[Round], clients: list[Library]) -> str:
     """Mean and range over the repetitions: ProducerPerformance's records/s, each client's, and their ratios."""
-    def spread(values: list[float], fmt: str) -> str:
-        return f"{fmt.format(statistics.fmean(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
     out = f"producer acks={acks}, {len(rounds)} runs: ProducerPerformance {spread([r.tool_rate for r in rounds], '{:,.0f}')}/s"
     for client in clients:
         rates = [r.rates[client] for r in rounds]
@@ -693,8 +697,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run Kafka's tools on the host JRE (default) or in broker1's container")
     parser.add_argument("--producer-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a producer setting for both ProducerPerformance and the kchaos producers")
-    parser.add_argument("--repeat", type=int, default=1, help="run each acks' producer comparison this many times "
-                                                              "and print the mean and range (the consumers run once)")
+    parser.add_argument("--repeat", type=int, default=1, help="run each acks' producer comparison, and the consumer "
+                                                              "comparison, this many times and print the mean and "
+                                                              "range")
     parser.add_argument("--no-consumers", action="store_true", help="skip the consumer comparison")
     parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
                         help="py-spy the harness (and a librdkafka producer p0) for SECONDS during each client's "
@@ -737,7 +742,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(spread_row(acks, rounds, clients))
             read_topic = rounds[0].kept_topic
             if read_topic is not None:
-                rows += consumers(cluster, tools, read_topic, topic_records(cluster, read_topic), scratch, clients)
+                records = topic_records(cluster, read_topic)
+                consumer_rounds = [consumers(cluster, tools, read_topic, records, scratch, clients,
+                                             f"[{rep}/{args.repeat}] " if args.repeat > 1 else "")
+                                   for rep in range(1, args.repeat + 1)]
+                rows += [row for r in consumer_rounds for row in r.rows]
+                if args.repeat > 1:
+                    rows.append(consumer_spread_row(consumer_rounds, clients))
                 delete_topic(cluster, read_topic)
         if not args.no_consumers and "all" not in args.acks:
             say("consumer comparison skipped: it reads the topic of the acks=all kchaos run")
@@ -755,23 +766,36 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+@dataclass
+class ConsumerRound:
+    """One ConsumerPerformance run and each client's consumers on the same topic: records/s counting fetching
+    only (ConsumerPerformance's fetch.nMsg.sec; kchaos's first to last read), and the summary lines."""
+
+    tool_fetch: float
+    live: dict[str, float]
+    back: dict[str, float]
+    rows: list[str]
+
+
 def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch: Path,
-              clients: list[Library]) -> list[str]:
-    """ConsumerPerformance, then each client's application consumer and read-back, on ``topic``: two summary lines."""
+              clients: list[Library], label: str = "") -> ConsumerRound:
+    """ConsumerPerformance, then each client's application consumer and read-back, on ``topic``."""
     meter = CpuMeter(container_ids(cluster))
     cp = tools.consumer_perf(topic, messages)
     cp_cpu = meter.stop()
     cp_load = os.getloadavg()[0]
-    say(f"ConsumerPerformance: {cp['rate']:,.0f} records/s incl. group join ({cp['messages']:,} records; "
+    say(f"{label}ConsumerPerformance: {cp['rate']:,.0f} records/s incl. group join ({cp['messages']:,} records; "
         f"rebalance {cp['rebalance_ms'] / 1000:.1f} s), {cp['fetch_rate']:,.0f} records/s fetching")
     say(f"    {cpu_text(cp_cpu, 'bench', 'ConsumerPerformance JVM')}")
     live_figures: list[tuple[str, float, float]] = []
     back_figures: list[tuple[str, float, float]] = []
+    live_fetch: list[tuple[str, float, float]] = []
+    back_fetch: list[tuple[str, float, float]] = []
     for client in clients:
         live = run_kchaos_consumer(cluster, topic, messages, scratch / "run-live",
                                    timeout_s=max(120.0, messages / 5000), client=client)
         shutil.rmtree(scratch / "run-live", ignore_errors=True)
-        say(f"kchaos {client} application consumer (live reads recorded): {live['rate']:,.0f} records/s incl. "
+        say(f"{label}kchaos {client} application consumer (live reads recorded): {live['rate']:,.0f} records/s incl. "
             f"process start and group join ({live['reads']:,} reads in {live['elapsed_s']:.1f} s), "
             f"{live['fetch_rate']:,.0f} records/s first to last read")
         say(f"    {cpu_text(live['cpu'], 'harness', f'{client} consumer process')}")
@@ -780,20 +804,40 @@ def consumers(cluster: Cluster, tools: Tools, topic: str, messages: int, scratch
         back = run_kchaos_read_back(cluster, topic, scratch / "run-final", client)
         shutil.rmtree(scratch / "run-final", ignore_errors=True)
         where = "in the harness" if client == "librdkafka" else "in a reader process, its start included"
-        say(f"kchaos {client} final read-back (every record recorded, {where}): {back['rate']:,.0f} records/s "
-            f"({back['reads']:,} reads in {back['elapsed_s']:.1f} s, complete={back['complete']}), "
+        say(f"{label}kchaos {client} final read-back (every record recorded, {where}): {back['rate']:,.0f} "
+            f"records/s ({back['reads']:,} reads in {back['elapsed_s']:.1f} s, complete={back['complete']}), "
             f"{back['fetch_rate']:,.0f} records/s first to last read")
         say(f"    {cpu_text(back['cpu'], 'harness (read-back)', 'reader process' if client == 'java' else 'children')}")
         r_live = live["rate"] / cp["rate"] if cp["rate"] else 0.0
         r_back = back["rate"] / cp["rate"] if cp["rate"] else 0.0
         f_live = live["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
         f_back = back["fetch_rate"] / cp["fetch_rate"] if cp["fetch_rate"] else 0.0
-        say(f"{client} consumer ratios vs ConsumerPerformance: incl. join live {r_live:.2f}, read-back "
+        say(f"{label}{client} consumer ratios vs ConsumerPerformance: incl. join live {r_live:.2f}, read-back "
             f"{r_back:.2f}; fetching only live {f_live:.2f}, read-back {f_back:.2f}")
         live_figures.append((client, live["rate"], live["load"]))
         back_figures.append((client, back["rate"], back["load"]))
-    return [table_row("consumer live", "ConsumerPerformance", cp["rate"], cp_load, live_figures),
-            table_row("consumer read-back", "ConsumerPerformance", cp["rate"], cp_load, back_figures)]
+        live_fetch.append((client, live["fetch_rate"], live["load"]))
+        back_fetch.append((client, back["fetch_rate"], back["load"]))
+    target = f"  (target fetching only >= {CONSUMER_TARGET})"
+    rows = [table_row(f"{label}consumer live", "ConsumerPerformance", cp["rate"], cp_load, live_figures),
+            table_row(f"{label}consumer read-back", "ConsumerPerformance", cp["rate"], cp_load, back_figures),
+            table_row(f"{label}live, fetching", "ConsumerPerformance", cp["fetch_rate"], cp_load, live_fetch) + target,
+            table_row(f"{label}read-back, fetching", "ConsumerPerformance", cp["fetch_rate"], cp_load, back_fetch)
+            + target]
+    return ConsumerRound(cp["fetch_rate"], {c: r for c, r, _ in live_fetch}, {c: r for c, r, _ in back_fetch}, rows)
+
+
+def consumer_spread_row(rounds: list[ConsumerRound], clients: list[Library]) -> str:
+    """Mean and range over the repetitions, fetching only: ConsumerPerformance's records/s, then each client's
+    live consumer and read-back with their ratios to it, against issue #21's target."""
+    out = (f"consumers, {len(rounds)} runs, fetching only: ConsumerPerformance "
+           f"{spread([r.tool_fetch for r in rounds], '{:,.0f}')}/s")
+    for client in clients:
+        for what, rates in (("live", [r.live[client] for r in rounds]), ("read-back", [r.back[client] for r in rounds])):
+            ratios = [rate / r.tool_fetch if r.tool_fetch else 0.0 for rate, r in zip(rates, rounds)]
+            verdict = "met" if statistics.fmean(ratios) >= CONSUMER_TARGET else "NOT met"
+            out += f"; {client} {what} {spread(rates, '{:,.0f}')}/s, ratio {spread(ratios, '{:.2f}')} ({verdict})"
+    return out + f"  [{load()}]"
 
 
 def run_main(main: Callable[[], int], script: str) -> None:
