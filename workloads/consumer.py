@@ -293,13 +293,19 @@ class ConsumerClient(ClientProcess):
 
     def on_lines(self, name: str, lines: list[bytes]) -> None:
         """Processed records become live reads: a librdkafka process sends their reads.jsonl lines ready to write
-        (checked to be this consumer's), the Java one ``R`` lines, formatted here from the protocol's fields."""
-        out: list[bytes] = []
+        (checked to be this consumer's), the Java one ``R`` lines, formatted here from the protocol's fields.
+        The ready lines are picked out first, in one pass: they are nearly all of a fast consumer's lines."""
         head = read_line_head(name, self.group, "live", self.topic)
+        out = [line for line in lines if line.startswith(head)]
+        if len(out) < len(lines):
+            self._other_lines([line for line in lines if not line.startswith(head)], head, out)
+        if out:
+            self.reads.write_lines(out)
+            self.count += len(out)
+
+    def _other_lines(self, lines: list[bytes], head: bytes, out: list[bytes]) -> None:
+        """``R`` lines become reads in ``out``; ``P`` and ``D`` count batches; anything else is a ProtocolError."""
         for line in lines:
-            if line.startswith(head):
-                out.append(line)
-                continue
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
                 out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s' % (
@@ -312,9 +318,6 @@ class ConsumerClient(ClientProcess):
                 self.last_polled = m.count
             elif isinstance(m, BatchDone):
                 self.batches_done += 1
-        if out:
-            self.reads.write_lines(out)
-            self.count += len(out)
 
     def _producer_json(self, producer: bytes) -> bytes:
         """The producer id as JSON; a run has a handful, so each is encoded once."""
