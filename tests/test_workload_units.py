@@ -22,7 +22,7 @@ from workloads.consumer import (DEFAULT_ISOLATION, ConsumeLoop, ConsumerClient, 
 from workloads.history import FLUSH_INTERVAL_S, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
-from workloads.producer import ProducerClient, TransactionalLoop, outcome
+from workloads.producer import ProduceLoop, ProducerClient, TransactionalLoop, outcome
 from workloads.protocol import (BatchDone, Completed, End, Hello, Invoked, Polled, Processed, TxnBegun, TxnOutcome,
                                 TxnRequested, Withdrawn)
 from waiting import eventually
@@ -393,7 +393,8 @@ class FakeTxnProducer:
         self.commits, self.aborts = list(commits), list(aborts or [])
         self.stall_s = stall_s
         self.calls: list[str] = []
-        self._reports: list[tuple[Callable, int, int]] = []
+        self._reports: list[tuple[int, int]] = []
+        self.on_delivery: Callable | None = None  # the real one's "on_delivery" setting
 
     def __len__(self) -> int:
         return len(self._reports)
@@ -401,13 +402,14 @@ class FakeTxnProducer:
     def begin_transaction(self) -> None:
         self.calls.append("begin")
 
-    def produce(self, topic: str, key: bytes, value: bytes, partition: int, on_delivery: Callable) -> None:
-        self._reports.append((on_delivery, int(key), partition))
+    def produce(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
+        self._reports.append((int(key), partition))
 
     def poll(self, timeout: float = 0) -> int:
         reports, self._reports = self._reports, []
-        for callback, seq, partition in reports:
-            callback(None, FakeMsg(seq, partition))
+        assert self.on_delivery is not None
+        for seq, partition in reports:
+            self.on_delivery(None, FakeMsg(seq, partition))
         return len(reports)
 
     def flush(self, timeout: float) -> int:
@@ -453,6 +455,9 @@ class Lines:
     def send(self, lines: list[str]) -> None:
         self.lines.extend(lines)
 
+    def send_bytes(self, lines: list[bytes]) -> None:
+        self.lines.extend(line.decode() for line in lines)
+
 
 def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commit_timeout_s: float = 5,
                     stop: bool = False) -> tuple[list[protocol.Message], KafkaException | None]:
@@ -464,6 +469,7 @@ def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commi
     out, stopping = Lines(), threading.Event()
     loop = TransactionalLoop(spec, RunClock(), stopping, out)  # type: ignore[arg-type]
     loop.producer = fake  # type: ignore[assignment]
+    fake.on_delivery = loop._on_delivery
     if stop:
         stopping.set()
     try:
@@ -472,6 +478,39 @@ def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commi
     except KafkaException as e:
         raised = e
     return [protocol.parse(line.encode()) for line in out.lines], raised
+
+
+class CapturingProducer(FakeTxnProducer):
+    """Keeps what produce() was handed."""
+
+    def __init__(self) -> None:
+        super().__init__(commits=[])
+        self.produced: list[tuple[bytes, bytes]] = []
+
+    def produce(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        self.produced.append((key, value))
+        super().produce(topic, key, value, partition if partition is not None else 0)
+
+
+@pytest.mark.parametrize("name, size", [("p0", 100), ("p0.12", 100), ("p1", 5), ("p3", 0), ("pé", 12)])
+def test_a_producer_sends_encodes_values_and_reports_acks_as_the_protocol_says(name: str, size: int) -> None:
+    """The producer process builds each value in place (no encode() call a send) and formats an acknowledgement's
+    S line straight from the message: both are what messages.encode and protocol.completed make."""
+    spec = {"name": name, "topic": "t", "rate": None, "message_bytes": size, "flush_timeout_s": 1,
+            "bootstrap_servers": NO_BROKER, "config": {}}
+    out = Lines()
+    loop = ProduceLoop(spec, RunClock(), threading.Event(), out)  # type: ignore[arg-type]
+    fake = CapturingProducer()
+    loop.producer, fake.on_delivery = fake, loop._on_delivery  # type: ignore[assignment]
+    for first, count in [(0, 12), (95, 10), (99_995, 10)]:
+        assert loop._send(first, count) == first + count
+    seqs = [*range(12), *range(95, 105), *range(99_995, 100_005)]
+    assert fake.produced == [(str(seq).encode(), encode(name, seq, size)) for seq in seqs]
+    fake.poll()
+    loop._report()
+    acks = [protocol.parse(line.encode()) for line in out.lines if line.startswith("S ")]
+    assert [(m.status, m.seq, m.partition, m.offset, m.error) for m in acks] == \
+        [("ok", seq, 0, seq, None) for seq in seqs]  # FakeMsg: partition 0, offset = seq
 
 
 def intent(said: list[protocol.Message]) -> str:
