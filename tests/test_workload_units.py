@@ -481,15 +481,30 @@ def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commi
 
 
 class CapturingProducer(FakeTxnProducer):
-    """Keeps what produce() was handed."""
+    """Keeps what produce() and produce_batch() were handed; produce_batch refuses the batch's messages at the
+    indexes ``refuse`` names, with that error, as librdkafka does (an ``_error`` in the message's dict)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: dict[int, int] | None = None) -> None:
         super().__init__(commits=[])
         self.produced: list[tuple[bytes, bytes]] = []
+        self.refuse = refuse or {}
+        self.batches = 0
 
     def produce(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
         self.produced.append((key, value))
         super().produce(topic, key, value, partition if partition is not None else 0)
+
+    def produce_batch(self, topic: str, messages: list[dict]) -> int:
+        self.batches += 1
+        good = 0
+        for i, message in enumerate(messages):
+            if i in self.refuse:
+                message["_error"] = KafkaError(self.refuse[i])
+            else:
+                self.produce(topic, message["key"], message["value"])
+                good += 1
+        self.refuse = {}  # the next batch is taken whole
+        return good
 
 
 @pytest.mark.parametrize("name, size", [("p0", 100), ("p0.12", 100), ("p1", 5), ("p3", 0), ("pé", 12)])
@@ -511,6 +526,26 @@ def test_a_producer_sends_encodes_values_and_reports_acks_as_the_protocol_says(n
     acks = [protocol.parse(line.encode()) for line in out.lines if line.startswith("S ")]
     assert [(m.status, m.seq, m.partition, m.offset, m.error) for m in acks] == \
         [("ok", seq, 0, seq, None) for seq in seqs]  # FakeMsg: partition 0, offset = seq
+
+
+def test_a_batch_the_client_refuses_in_part_is_produced_in_order_or_failed() -> None:
+    """produce_batch(): a queue that filled refuses the rest of the batch, which then goes one by one, in seq
+    order after what was taken; messages refused between accepted ones were never handed over: ``fail``."""
+    spec = {"name": "p0", "topic": "t", "rate": None, "message_bytes": 20, "flush_timeout_s": 1,
+            "bootstrap_servers": NO_BROKER, "config": {}}
+    out = Lines()
+    loop = ProduceLoop(spec, RunClock(), threading.Event(), out)  # type: ignore[arg-type]
+    full = CapturingProducer(refuse={i: KafkaError._QUEUE_FULL for i in range(6, 10)})
+    loop.producer, full.on_delivery = full, loop._on_delivery  # type: ignore[assignment]
+    assert loop._send(0, 10) == 10
+    assert [int(key) for key, _ in full.produced] == list(range(10)) and full.batches == 1
+    mixed = CapturingProducer(refuse={3: KafkaError._UNKNOWN_PARTITION})
+    loop.producer, mixed.on_delivery = mixed, loop._on_delivery  # type: ignore[assignment]
+    assert loop._send(10, 5) == 15
+    assert [int(key) for key, _ in mixed.produced] == [10, 11, 12, 14]
+    loop._report()
+    failed = [m for m in (protocol.parse(line.encode()) for line in out.lines) if isinstance(m, Completed)]
+    assert [(m.status, m.seq, m.error) for m in failed] == [("fail", 13, "_UNKNOWN_PARTITION")]
 
 
 def intent(said: list[protocol.Message]) -> str:

@@ -171,23 +171,47 @@ class ProduceLoop:
         self._drain()
 
     def _send(self, first: int, count: int) -> int:
-        """Announce seqs first.. (before produce(): a kill must not hide a send), produce them; the next seq."""
+        """Announce seqs first.. (before produce(): a kill must not hide a send), produce them; the next seq.
+
+        Without a partition of their own the seqs go to the client in one produce_batch() call (1.2-1.9 us a
+        message against 2.0-2.7 with a produce() each: key, value and the call), which runs the partitioner per
+        message as produce() does. When the client's queue fills, it refuses the rest of the batch: those go
+        on one at a time, as before, in order.
+        """
         invoke_ns = self.clock.now_ns()
         self.out.send([invoked(first, count, invoke_ns)])
-        partitions, head, padding = self.partitions, self._value_head, self._padding
+        head, padding = self._value_head, self._padding
+        batch = []
         for seq in range(first, first + count):
             key = b"%d" % seq
-            value = b"%s%s:%s" % (head, key, padding[len(head) + len(key) + 1:])  # encode(name, seq, size)
+            batch.append({"key": key, "value": b"%s%s:%s" % (head, key, padding[len(head) + len(key) + 1:])})
+        if self.partitions is not None:
+            return self._send_each(first, batch)
+        if self.producer.produce_batch(self.topic, batch) == count:
+            return first + count
+        refused = [i for i, message in enumerate(batch) if "_error" in message]
+        if refused == list(range(refused[0], count)):  # the queue filled (or the client failed): the rest, in order
+            return self._send_each(first + refused[0], batch[refused[0]:])
+        for i in refused:  # some refused between accepted ones: never handed over, definitely not written
+            error = batch[i]["_error"].name()
+            self._done.append(completed("fail", first + i, None, None, self._now(), error).encode())
+        return first + count
+
+    def _send_each(self, first: int, messages: list[dict[str, Any]]) -> int:
+        """produce() the messages of seqs first.. one by one (to seq % partitions when set); the next seq."""
+        partitions, end = self.partitions, first + len(messages)
+        for seq, message in enumerate(messages, first):
+            key, value = message["key"], message["value"]
             while True:
                 try:
-                    if partitions is None:  # the hot path: a partition argument costs ~5 % of produce()
+                    if partitions is None:
                         self.producer.produce(self.topic, key=key, value=value)
                     else:
                         self.producer.produce(self.topic, key=key, value=value, partition=seq % partitions)
                     break
                 except BufferError:  # the queue filled under us (max.kbytes): wait for reports
                     if self.stop.is_set():
-                        self._done.append(withdrawn(seq, first + count - seq).encode())
+                        self._done.append(withdrawn(seq, end - seq).encode())
                         self._report()
                         return seq
                     self.producer.poll(0.05)
@@ -198,7 +222,7 @@ class ProduceLoop:
                         self._report()
                         raise
                     break
-        return first + count
+        return end
 
     def _drain(self) -> None:
         """Wait up to flush_timeout_s for outstanding reports; the harness calls the rest in flight."""
