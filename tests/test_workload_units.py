@@ -180,6 +180,21 @@ def test_hand_formatted_sends_are_the_json_of_the_record() -> None:
          "status": "ok", "error": None, "invoke_ns": 5, "complete_ns": 10, "txn": None}]
 
 
+def test_an_acknowledgement_takes_the_quick_path_to_the_very_bytes_of_its_record() -> None:
+    """An ``S ok`` line outside transactions is formatted by the harness's quick path (ACK_LINE): the bytes are
+    json_line of the send's record, and a completion of a seq never announced is dropped as on the other path."""
+    written: list[bytes] = []
+    sends = ListWriter()
+    sends.write_lines = written.extend  # type: ignore[method-assign]
+    p = ProducerClient("p0.2", "nowhere:9092", 't"\u00e9', {}, sends, RunClock())  # type: ignore[arg-type]
+    p.on_lines("p0.2", wire(protocol.invoked(99, 2, 5), protocol.completed("ok", 99, 5, 123, 9, None),
+                            protocol.completed("ok", 100, 0, 0, 10, None), protocol.completed("ok", 7, 1, 1, 11, None),
+                            protocol.completed("info", 7, 1, None, 12, "x")))
+    assert (p.counts.ok, p.counts.fail, p.counts.info, len(p.pending)) == (2, 0, 0, 0)
+    assert written == [json_line(p._record("p0.2", 99, "ok", 5, 5, 123, None, 9, None)),
+                       json_line(p._record("p0.2", 100, "ok", 5, 0, 0, None, 10, None))]
+
+
 def test_a_foreign_line_from_a_producer_is_a_protocol_error() -> None:
     p = producer_client(ListWriter())
     with pytest.raises(protocol.ProtocolError):
