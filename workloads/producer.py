@@ -120,7 +120,6 @@ class ProduceLoop:
         # with acks=0 no broker answers, so whatever offset the client reports is its own guess
         self.offsets_known = str(config.get("acks", config.get("request.required.acks", "all"))) != "0"
         self._done: list[bytes] = []
-        self._now = clock.now_ns
         self._value_head = self.name.encode() + b":"   # a value is encode()'s: <name>:<seq>:<padding>
         self._padding = b"x" * self.message_bytes
 
@@ -130,14 +129,14 @@ class ProduceLoop:
         if err is None and self.offsets_known:
             offset = msg.offset()
             if offset is not None and offset >= 0:
-                self._done.append(b"S ok %s %d %d %d -" % (msg.key(), msg.partition(), offset, self._now()))
+                self._done.append(b"S ok %s %d %d %d -" % (msg.key(), msg.partition(), offset, self.clock.now_ns()))
                 return
         status = outcome(err)
         partition, offset = msg.partition(), msg.offset()
         self._done.append(completed(
             status, int(msg.key()), partition if partition is not None and partition >= 0 else None,
             offset if status == "ok" and self.offsets_known and offset is not None and offset >= 0 else None,
-            self._now(), None if err is None else err.name()).encode())
+            self.clock.now_ns(), None if err is None else err.name()).encode())
 
     def _report(self) -> None:
         """Send the completions gathered since the last report, in one write."""
@@ -195,7 +194,7 @@ class ProduceLoop:
             return self._send_each(first + refused[0], batch[refused[0]:])
         for i in refused:  # some refused between accepted ones: never handed over, definitely not written
             error = batch[i]["_error"].name()
-            self._done.append(completed("fail", first + i, None, None, self._now(), error).encode())
+            self._done.append(completed("fail", first + i, None, None, self.clock.now_ns(), error).encode())
         return first + count
 
     def _send_each(self, first: int, messages: list[dict[str, Any]]) -> int:
@@ -218,7 +217,7 @@ class ProduceLoop:
                     self.producer.poll(0.05)
                     self._report()
                 except KafkaException as e:  # refused before it entered the client's queue
-                    self._done.append(completed("fail", seq, None, None, self._now(), e.args[0].name()).encode())
+                    self._done.append(completed("fail", seq, None, None, self.clock.now_ns(), e.args[0].name()).encode())
                     if e.args[0].fatal():  # this producer instance is finished: the harness replaces it
                         self._report()
                         raise
@@ -303,7 +302,7 @@ class TransactionalLoop(ProduceLoop):
         intent = "abort" if draw < self.abort_probability and not self.stop.is_set() else "commit"
         if intent == "abort":  # let its messages reach the log first: an abort that only purged tests nothing
             self.producer.flush(self.commit_timeout_s)
-        self._done.append(txn_requested(txn, intent, self._now()).encode())
+        self._done.append(txn_requested(txn, intent, self.clock.now_ns()).encode())
         self._report()
         self._end(txn, intent)
         return seq
@@ -351,7 +350,7 @@ class TransactionalLoop(ProduceLoop):
     def _end_report(self, txn: int, outcome: str, error: str | None) -> None:
         """Deliveries served so far, then the outcome, in one write."""
         self.producer.poll(0)
-        self._done.append(txn_outcome(txn, outcome, self._now(), error).encode())
+        self._done.append(txn_outcome(txn, outcome, self.clock.now_ns(), error).encode())
         self._report()
 
 
