@@ -1,6 +1,6 @@
 """librdkafka's fetch.queue.backoff.ms, measured both ways it matters: a consumer that keeps up, one that is slow.
 
-    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2]
+    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2] [--floor]
 
 Starts one cluster (3 brokers, ZooKeeper), fills a topic of 6 partitions
 (RF 3) with the kchaos producers (librdkafka, acks=all, unbounded) for
@@ -15,6 +15,19 @@ full, for 10 s: the CPU seconds the process spent meanwhile. librdkafka
 pauses a partition's fetching for fetch.queue.backoff.ms whenever its local
 queue is full (queued.min.messages, 100k records); workloads/consumer.py's
 FETCH_BACKOFF is chosen from these figures.
+
+``--floor`` measures instead what any Python consumer that records each
+record must at least spend, with the read-back's settings (FETCH_BACKOFF,
+READ_BACK_BATCH): per repetition, beside ConsumerPerformance, the same
+reading loop doing less and less with each batch: nothing (``consume``:
+the client's own cost, Message objects included), taking each record's
+partition, offset and value (``fields``: what any history line needs), and
+the read-back's formatting (``format``, ``ReadLines.lines``), then the
+read-back itself, recording every record into a run directory's history
+(``read-back``, ``workloads.consumer.read_back``: records/s from the first
+read's time to the last, as producer_vs_kafka.py counts it). Issue #21
+asks a recording consumer for 0.5 of ConsumerPerformance's fetching rate;
+the ratio of each loop is printed.
 """
 
 from __future__ import annotations
@@ -26,18 +39,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from producer_vs_kafka import (PARTITIONS, Tools, quiet_logging, run_kchaos_producers, run_main, say,  # noqa: E402
-                               start_cluster, topic_records)
+from producer_vs_kafka import (PARTITIONS, Tools, quiet_logging, run_kchaos_producers,  # noqa: E402
+                               run_kchaos_read_back, run_main, say, start_cluster, topic_records)
 
+from clusters.cluster import Cluster  # noqa: E402
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402
-from workloads.consumer import READ_BACK_BATCH, ReadLines  # noqa: E402
+from workloads.consumer import FETCH_BACKOFF, READ_BACK_BATCH, ReadLines  # noqa: E402
 from workloads.history import RDKAFKA_LOG, RunClock  # noqa: E402
 
 TOPIC = "bench-fetch"
@@ -50,24 +65,57 @@ def process_cpu_s() -> float:
 
 def keeping_up(bootstrap: str, records: int, backoff: int) -> str:
     """Read the whole topic as the read-back does, with this back-off: the rate and CPU figures, as text."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{backoff}", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": backoff}, logger=RDKAFKA_LOG)
+    return read_all(bootstrap, records, {"fetch.queue.backoff.ms": backoff}, formatter())[1]
+
+
+def formatter() -> Callable[[list[Message]], int]:
+    """The read-back's work a batch: every record's reads.jsonl line (ReadLines.lines)."""
+    lines, clock = ReadLines("final-reader", None, "final", TOPIC, "read_uncommitted"), RunClock()
+    high = {p: 1 << 62 for p in range(PARTITIONS)}
+    return lambda msgs: len(lines.lines(msgs, clock.now_ns(), high))
+
+
+def fields(msgs: list[Message]) -> int:
+    """The least a history line needs of each record: partition, offset and value, taken and dropped."""
+    return len([(m.partition(), m.offset(), m.value()) for m in msgs if m.error() is None])
+
+
+FLOOR_WORK: dict[str, Callable[[], Callable[[list[Message]], int]]] = {
+    "consume": lambda: len, "fields": lambda: fields, "format": formatter}
+
+
+def read_all(bootstrap: str, records: int, settings: dict[str, object],
+             work: Callable[[list[Message]], int]) -> tuple[float, str]:
+    """Read the whole topic from the beginning, ``work`` on each batch: records/s first batch to last, and the
+    figures as text (CPU seconds of the process, librdkafka's threads included, and of its main thread)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
+                         "enable.auto.commit": False, **settings}, logger=RDKAFKA_LOG)
     try:
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        lines, clock = ReadLines("final-reader", None, "final", TOPIC, "read_uncommitted"), RunClock()
-        high = {p: 1 << 62 for p in range(PARTITIONS)}
         count, first, cpu0, thread0 = 0, None, process_cpu_s(), time.thread_time()
         deadline = time.monotonic() + 300
         while count < records and time.monotonic() < deadline:
             msgs = consumer.consume(READ_BACK_BATCH, timeout=1)
             if msgs and first is None:
                 first = time.monotonic()
-            count += len(lines.lines(msgs, clock.now_ns(), high))
+            count += work(msgs)
         span = time.monotonic() - (first or time.monotonic())
-        return (f"{count / span if span else 0:,.0f} records/s ({count:,} in {span:.2f} s); CPU s: process "
-                f"{process_cpu_s() - cpu0:.2f}, main thread {time.thread_time() - thread0:.2f}")
+        rate = count / span if span else 0.0
+        return rate, (f"{rate:,.0f} records/s ({count:,} in {span:.2f} s); CPU s: process "
+                      f"{process_cpu_s() - cpu0:.2f}, main thread {time.thread_time() - thread0:.2f}")
     finally:
         consumer.close()
+
+
+def floor(cluster: Cluster, records: int, fetch_rate: float, rep: int, scratch: Path) -> None:
+    """Each loop of FLOOR_WORK with the read-back's settings, then the read-back: each rate beside
+    ConsumerPerformance's."""
+    for name, make in FLOOR_WORK.items():
+        rate, text = read_all(cluster.bootstrap_servers, records, FETCH_BACKOFF, make())
+        say(f"[{rep}] {name}: {text}; ratio to ConsumerPerformance fetching {rate / fetch_rate:.2f}")
+    back = run_kchaos_read_back(cluster, TOPIC, scratch / f"read-back-{rep}", "librdkafka")
+    say(f"[{rep}] read-back: {back['fetch_rate']:,.0f} records/s ({back['reads']:,} recorded, first read to last); "
+        f"ratio to ConsumerPerformance fetching {back['fetch_rate'] / fetch_rate:.2f}")
 
 
 def slow_application(bootstrap: str, backoff: int, seconds: float = 10) -> str:
@@ -94,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10, help="how long the kchaos producers fill the topic")
     parser.add_argument("--backoffs", type=int, nargs="+", default=[0, 10, 100, 1000], metavar="MS")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--floor", action="store_true",
+                        help="the least any recording consumer spends, not the back-offs")
     args = parser.parse_args(argv)
     quiet_logging()
     install_termination_handlers()
@@ -110,10 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(1, args.repeat + 1):
             cp = tools.consumer_perf(TOPIC, records)
             say(f"[{rep}] ConsumerPerformance: {cp['fetch_rate']:,.0f} records/s fetching")
+            if args.floor:
+                floor(cluster, records, cp["fetch_rate"], rep, scratch)
+                continue
             for backoff in args.backoffs:
                 say(f"[{rep}] fetch.queue.backoff.ms={backoff}, consume + format every record: "
                     f"{keeping_up(cluster.bootstrap_servers, records, backoff)}")
-        for backoff in args.backoffs:
+        for backoff in [] if args.floor else args.backoffs:
             say(f"fetch.queue.backoff.ms={backoff}, a slow application (500 records/s): "
                 f"{slow_application(cluster.bootstrap_servers, backoff)}")
         return 0
