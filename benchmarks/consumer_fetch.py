@@ -1,6 +1,6 @@
 """librdkafka's fetch.queue.backoff.ms, measured both ways it matters: a consumer that keeps up, one that is slow.
 
-    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2] [--floor]
+    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2] [--floor [--split 2]]
 
 Starts one cluster (3 brokers, ZooKeeper), fills a topic of 6 partitions
 (RF 3) with the kchaos producers (librdkafka, acks=all, unbounded) for
@@ -22,8 +22,9 @@ READ_BACK_BATCH): per repetition, beside ConsumerPerformance, the same
 reading loop doing less and less with each batch: nothing (``consume``:
 the client's own cost, Message objects included), taking each record's
 partition, offset and value (``fields``: what any history line needs), and
-the read-back's formatting (``format``, ``ReadLines.lines``), then the
-read-back itself, recording every record into a run directory's history
+the read-back's formatting (``format``, ``ReadLines.lines``), the same
+formatting in ``--split`` processes at once (default 2), each reading its
+share of the partitions, then the read-back itself, recording every record into a run directory's history
 (``read-back``, ``workloads.consumer.read_back``: records/s from the first
 read's time to the last, as producer_vs_kafka.py counts it). Issue #21
 asks a recording consumer for 0.5 of ConsumerPerformance's fetching rate;
@@ -33,13 +34,15 @@ the ratio of each loop is printed.
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import resource
 import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,9 +66,29 @@ def process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def keeping_up(bootstrap: str, records: int, backoff: int) -> str:
+@dataclass(frozen=True)
+class Reading:
+    """One consumer's read of its partitions: records handled, its first and last batch (monotonic seconds, one
+    clock for every process) and the CPU seconds of its process and main thread."""
+
+    records: int
+    first: float
+    last: float
+    cpu_s: float
+    thread_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / (self.last - self.first) if self.last > self.first else 0.0
+
+    def text(self) -> str:
+        return (f"{self.rate:,.0f} records/s ({self.records:,} in {self.last - self.first:.2f} s); CPU s: process "
+                f"{self.cpu_s:.2f}, main thread {self.thread_s:.2f}")
+
+
+def keeping_up(bootstrap: str, backoff: int) -> str:
     """Read the whole topic as the read-back does, with this back-off: the rate and CPU figures, as text."""
-    return read_all(bootstrap, records, {"fetch.queue.backoff.ms": backoff}, formatter())[1]
+    return read_all(bootstrap, {"fetch.queue.backoff.ms": backoff}, formatter()).text()
 
 
 def formatter() -> Callable[[list[Message]], int]:
@@ -84,35 +107,56 @@ FLOOR_WORK: dict[str, Callable[[], Callable[[list[Message]], int]]] = {
     "consume": lambda: len, "fields": lambda: fields, "format": formatter}
 
 
-def read_all(bootstrap: str, records: int, settings: dict[str, object],
-             work: Callable[[list[Message]], int]) -> tuple[float, str]:
-    """Read the whole topic from the beginning, ``work`` on each batch: records/s first batch to last, and the
-    figures as text (CPU seconds of the process, librdkafka's threads included, and of its main thread)."""
+def read_all(bootstrap: str, settings: dict[str, object], work: Callable[[list[Message]], int],
+             partitions: Sequence[int] = range(PARTITIONS)) -> Reading:
+    """Read ``partitions`` from the beginning to their high watermarks, ``work`` on each batch."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
                          "enable.auto.commit": False, **settings}, logger=RDKAFKA_LOG)
     try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        count, first, cpu0, thread0 = 0, None, process_cpu_s(), time.thread_time()
+        records = 0
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
+            records += high - low
+        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions])
+        count, first, last, cpu0, thread0 = 0, 0.0, 0.0, process_cpu_s(), time.thread_time()
         deadline = time.monotonic() + 300
         while count < records and time.monotonic() < deadline:
             msgs = consumer.consume(READ_BACK_BATCH, timeout=1)
-            if msgs and first is None:
-                first = time.monotonic()
+            if msgs:
+                first, last = first or time.monotonic(), time.monotonic()
             count += work(msgs)
-        span = time.monotonic() - (first or time.monotonic())
-        rate = count / span if span else 0.0
-        return rate, (f"{rate:,.0f} records/s ({count:,} in {span:.2f} s); CPU s: process "
-                      f"{process_cpu_s() - cpu0:.2f}, main thread {time.thread_time() - thread0:.2f}")
+        return Reading(count, first, last, process_cpu_s() - cpu0, time.thread_time() - thread0)
     finally:
         consumer.close()
 
 
-def floor(cluster: Cluster, records: int, fetch_rate: float, rep: int, scratch: Path) -> None:
-    """Each loop of FLOOR_WORK with the read-back's settings, then the read-back: each rate beside
-    ConsumerPerformance's."""
+def format_partitions(bootstrap: str, partitions: list[int]) -> Reading:
+    """A process of its own: ``partitions`` read and formatted as the read-back does."""
+    return read_all(bootstrap, FETCH_BACKOFF, formatter(), partitions)
+
+
+def split(bootstrap: str, processes: int) -> Reading:
+    """The read-back's formatting loop in ``processes`` processes at once, the partitions dealt out among them:
+    their records over the span from the first one's first batch to the last one's last."""
+    shares = [list(range(PARTITIONS))[i::processes] for i in range(processes)]
+    with mp.get_context("spawn").Pool(processes) as pool:
+        readings = pool.starmap(format_partitions, [(bootstrap, share) for share in shares])
+    return Reading(sum(r.records for r in readings), min(r.first for r in readings),
+                   max(r.last for r in readings), sum(r.cpu_s for r in readings),
+                   sum(r.thread_s for r in readings))
+
+
+def floor(cluster: Cluster, fetch_rate: float, rep: int, scratch: Path, processes: list[int]) -> None:
+    """Each loop of FLOOR_WORK with the read-back's settings, the formatting split over processes, then the
+    read-back: each rate beside ConsumerPerformance's."""
     for name, make in FLOOR_WORK.items():
-        rate, text = read_all(cluster.bootstrap_servers, records, FETCH_BACKOFF, make())
-        say(f"[{rep}] {name}: {text}; ratio to ConsumerPerformance fetching {rate / fetch_rate:.2f}")
+        reading = read_all(cluster.bootstrap_servers, FETCH_BACKOFF, make())
+        say(f"[{rep}] {name}: {reading.text()}; ratio to ConsumerPerformance fetching "
+            f"{reading.rate / fetch_rate:.2f}")
+    for n in processes:
+        reading = split(cluster.bootstrap_servers, n)
+        say(f"[{rep}] format in {n} processes, partitions dealt out: {reading.text()}; ratio to "
+            f"ConsumerPerformance fetching {reading.rate / fetch_rate:.2f}")
     back = run_kchaos_read_back(cluster, TOPIC, scratch / f"read-back-{rep}", "librdkafka")
     say(f"[{rep}] read-back: {back['fetch_rate']:,.0f} records/s ({back['reads']:,} recorded, first read to last); "
         f"ratio to ConsumerPerformance fetching {back['fetch_rate'] / fetch_rate:.2f}")
@@ -144,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--floor", action="store_true",
                         help="the least any recording consumer spends, not the back-offs")
+    parser.add_argument("--split", type=int, nargs="*", default=[2], metavar="PROCESSES",
+                        help="with --floor: the formatting loop also split over this many processes")
     args = parser.parse_args(argv)
     quiet_logging()
     install_termination_handlers()
@@ -161,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
             cp = tools.consumer_perf(TOPIC, records)
             say(f"[{rep}] ConsumerPerformance: {cp['fetch_rate']:,.0f} records/s fetching")
             if args.floor:
-                floor(cluster, records, cp["fetch_rate"], rep, scratch)
+                floor(cluster, cp["fetch_rate"], rep, scratch, args.split)
                 continue
             for backoff in args.backoffs:
                 say(f"[{rep}] fetch.queue.backoff.ms={backoff}, consume + format every record: "
-                    f"{keeping_up(cluster.bootstrap_servers, records, backoff)}")
+                    f"{keeping_up(cluster.bootstrap_servers, backoff)}")
         for backoff in [] if args.floor else args.backoffs:
             say(f"fetch.queue.backoff.ms={backoff}, a slow application (500 records/s): "
                 f"{slow_application(cluster.bootstrap_servers, backoff)}")
