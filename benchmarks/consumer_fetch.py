@@ -1,6 +1,7 @@
 """librdkafka's fetch.queue.backoff.ms, measured both ways it matters: a consumer that keeps up, one that is slow.
 
-    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2] [--floor [--split 2]]
+    .venv/bin/python benchmarks/consumer_fetch.py [--seconds 10] [--backoffs 0 10 100 1000] [--repeat 2]
+        [--floor [--split 2]]
 
 Starts one cluster (3 brokers, ZooKeeper), fills a topic of 6 partitions
 (RF 3) with the kchaos producers (librdkafka, acks=all, unbounded) for
@@ -24,9 +25,10 @@ the client's own cost, Message objects included), taking each record's
 partition, offset and value (``fields``: what any history line needs), and
 the read-back's formatting (``format``, ``ReadLines.lines``), the same
 formatting in ``--split`` processes at once (default 2), each reading its
-share of the partitions, then the read-back itself, recording every record into a run directory's history
-(``read-back``, ``workloads.consumer.read_back``: records/s from the first
-read's time to the last, as producer_vs_kafka.py counts it). Issue #21
+share of the partitions, then the read-back itself, recording every record
+into a run directory's history (``read-back``, ``workloads.consumer.read_back``:
+records/s from the first read's time to the last, as producer_vs_kafka.py
+counts it). Issue #21
 asks a recording consumer for 0.5 of ConsumerPerformance's fetching rate;
 the ratio of each loop is printed.
 """
@@ -208,13 +210,14 @@ def main(argv: list[str] | None = None) -> int:
             say(f"[{rep}] ConsumerPerformance: {cp['fetch_rate']:,.0f} records/s fetching")
             if args.floor:
                 floor(cluster, cp["fetch_rate"], rep, scratch, args.split)
-                continue
+            else:
+                for backoff in args.backoffs:
+                    say(f"[{rep}] fetch.queue.backoff.ms={backoff}, consume + format every record: "
+                        f"{keeping_up(cluster.bootstrap_servers, backoff)}")
+        if not args.floor:
             for backoff in args.backoffs:
-                say(f"[{rep}] fetch.queue.backoff.ms={backoff}, consume + format every record: "
-                    f"{keeping_up(cluster.bootstrap_servers, backoff)}")
-        for backoff in [] if args.floor else args.backoffs:
-            say(f"fetch.queue.backoff.ms={backoff}, a slow application (500 records/s): "
-                f"{slow_application(cluster.bootstrap_servers, backoff)}")
+                say(f"fetch.queue.backoff.ms={backoff}, a slow application (500 records/s): "
+                    f"{slow_application(cluster.bootstrap_servers, backoff)}")
         return 0
     finally:
         if cluster is not None:
