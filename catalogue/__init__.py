@@ -1,0 +1,7 @@
+"""The one catalogue every stage derives from: anomalies, fault kinds, history fields and exit codes.
+
+It sits at the bottom of the import graph and imports nothing of kchaos, so
+the checkers, forensics, the verdict, the report, the matrix and JUnit can all
+read the same entry (tests/test_catalogue.py fails when an entry lacks a rule
+in either checker or a fact a stage needs).
+"""

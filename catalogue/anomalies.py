@@ -1,0 +1,121 @@
+"""Every anomaly a checker reports, and every count results.json holds (DESIGN.md, "Anomalies").
+
+One ``Anomaly`` per name holds what every stage needs to know of it: the
+checkers' validity rule reads ``severity``, the expectations read ``role``
+and ``unverified``, ``kchaos check`` reads ``summary``, the report reads
+``lead``, ``verb`` and ``denominator``, the checkers' ranges and the
+forensics' chains read ``ranges`` and ``chains``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# severity: when a count above zero makes the run invalid
+VIOLATION = "violation"  # always
+IF_IDEMPOTENT = "if_idempotent"  # when the producers promised idempotence
+IF_ORDERED = "if_ordered"  # when the producers promised order
+COUNTED = "counted"  # never: counted, not a violation
+
+# unverified: what messages an incomplete read-back could not verify can do to the count
+UNBOUNDED = "unbounded"  # raise it by any amount; a count name instead bounds the rise by that count
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """One anomaly: its definition and the facts every stage derives from."""
+
+    name: str
+    definition: str
+    severity: str
+    role: str = "producers"  # the workload role whose client it is about: producers, consumers, pipeline
+    unverified: str | None = None  # None: unverified messages cannot raise it; UNBOUNDED; or the bounding count
+    summary: str | None = "main"  # its group in `kchaos check`'s one-line summary: main, transactions, or none
+    lead: int | None = None  # its rank when the report's sentence picks what to lead with (None: never leads)
+    verb: str | None = None  # the sentence's clause: "lost {n} of {d} acknowledged writes"
+    denominator: tuple[tuple[str, ...], str] | None = None  # the counts it is a share of, summed, and their noun
+    part_of: str | None = None  # a subset of another anomaly, shown inside its row
+    ranges: bool = False  # results.json lists its time islands per partition (anomaly_ranges)
+    chains: bool = False  # the forensics explain each range with a causal chain
+
+    @property
+    def flagged(self) -> bool:
+        """Shown as a problem in reports (every anomaly but those only counted)."""
+        return self.severity != COUNTED
+
+    @property
+    def transactional(self) -> bool:
+        return self.summary == "transactions"
+
+
+ACKED = (("acked",), "acknowledged writes")
+
+ANOMALY_LIST = (
+    Anomaly("lost", "status ok, and absent from the final read of its partition although that read was complete",
+            VIOLATION, unverified="lost_unverifiable", lead=0, verb="lost {n} of {d} acknowledged writes",
+            denominator=ACKED, ranges=True, chains=True),
+    Anomaly("lost_after_read", "a lost message that some live consumer had already read", VIOLATION,
+            unverified="lost_unverifiable", denominator=(("lost",), "lost"), part_of="lost"),
+    Anomaly("duplicated", "present at two or more distinct (partition, offset) positions in the final read",
+            IF_IDEMPOTENT, unverified=UNBOUNDED, lead=1, verb="duplicated {n} of {d} acknowledged writes",
+            denominator=ACKED, ranges=True, chains=True),
+    Anomaly("unexpected", "read (any phase) but never sent", VIOLATION, unverified=UNBOUNDED, lead=7,
+            verb="returned {n} records nobody sent", denominator=(("reads_final",), "records read back")),
+    Anomaly("failed_but_present", "status fail (definitely not written), yet present in the final read", VIOLATION,
+            unverified=UNBOUNDED, lead=8, verb="stored {n} of {d} writes reported failed",
+            denominator=(("failed",), "failed writes")),
+    Anomaly("divergent", "one (topic, partition, offset) seen holding different messages (an ack's offset vs a "
+            "read, two reads, or two acks)", VIOLATION, unverified=UNBOUNDED, lead=11,
+            verb="let {n} offsets hold different messages", denominator=(("reads_final",), "offsets read back"),
+            ranges=True, chains=True),
+    Anomaly("reordered", "for one producer that promises order (idempotent, or one request in flight) and one "
+            "partition, seq order and offset order disagree among acknowledged messages", IF_ORDERED, lead=9,
+            verb="reordered {n} of {d} acknowledged writes", denominator=ACKED),
+    Anomaly("consumer_skipped", "in the final read below the group's committed offset, but never processed live "
+            "by the group", VIOLATION, role="consumers", unverified=UNBOUNDED, lead=2,
+            verb="skipped {n} of {d} acknowledged records in the consumer group",
+            denominator=(("acked",), "acknowledged records")),
+    Anomaly("consumer_redelivered", "processed live more than once by the group (at-least-once redelivery: "
+            "counted, not a violation)", COUNTED, role="consumers", denominator=(("reads_live",), "live reads")),
+    Anomaly("unknown", "info sends: found or not found, reported with their counts, never called lost", COUNTED,
+            summary=None, denominator=(("sent",), "sends")),
+    Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",
+            VIOLATION, unverified=UNBOUNDED, summary="transactions", lead=3,
+            verb="showed {n} records of unfinished transactions to read_committed readers",
+            denominator=(("reads_live", "reads_final"), "reads")),
+    Anomaly("torn_transaction", "a transaction whose messages are partly visible to read_committed readers "
+            "(counted per transaction)", VIOLATION, unverified=UNBOUNDED, summary="transactions", lead=4,
+            verb="tore {n} of {d} transactions",
+            denominator=(("txns_committed", "txns_aborted", "txns_unknown"), "transactions")),
+    Anomaly("pipeline_lost", "an exactly-once pipeline's committed input (below the pipeline's committed offset) "
+            "with no output record in the read_committed final read", VIOLATION, role="pipeline",
+            unverified="pipeline_unverifiable", summary="transactions", lead=5, verb="lost {n} pipeline inputs"),
+    Anomaly("pipeline_duplicated", "an exactly-once pipeline's input with output records at two or more positions",
+            VIOLATION, role="pipeline", unverified=UNBOUNDED, summary="transactions", lead=6,
+            verb="duplicated the output of {n} pipeline inputs"),
+    Anomaly("hanging_transaction", "liveness: a partition whose last stable offset stayed below its high "
+            "watermark past transaction.timeout.ms (counted per partition)", VIOLATION, summary="transactions",
+            lead=10, verb="left {n} partitions behind a hanging transaction"),
+)
+ANOMALY_INFO: dict[str, Anomaly] = {a.name: a for a in ANOMALY_LIST}
+ANOMALIES: tuple[str, ...] = tuple(a.name for a in ANOMALY_LIST)
+
+# --- the other counts results.json holds, in the order it lists them -------------------------------------
+
+TALLIES = ("sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")
+# unknown sends split by whether the final read found them; acknowledged messages not found where the read-back
+# of their partition was incomplete
+EXTRA_COUNTS = ("unknown_found", "unknown_not_found", "lost_unverifiable")
+# transactions by outcome (txns.jsonl; one with sends but no line is unknown), and pipeline inputs not judged:
+# not yet processed (at or above the pipeline's committed offset), or the output's read-back was incomplete
+TXN_COUNTS = ("txns_committed", "txns_aborted", "txns_unknown", "pipeline_unprocessed", "pipeline_unverifiable")
+COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS
+# what a tally is a share of, for the report
+TALLY_DENOMINATORS: dict[str, tuple[tuple[str, ...], str]] = {
+    "acked": (("sent",), "sends"), "failed": (("sent",), "sends"), "indeterminate": (("sent",), "sends"),
+}
+
+
+def with_severity(*severities: str) -> tuple[str, ...]:
+    """The anomalies of these severities, in catalogue order."""
+    return tuple(a.name for a in ANOMALY_LIST if a.severity in severities)

@@ -1,0 +1,53 @@
+"""Every fault kind and what the offline stages must know of it without importing the fault's code.
+
+The fault modules (faults/) take ``stops_process`` and ``restarts`` from
+here; forensics, the report's windows, ISR strips, headline and colours read
+the same entry, so a new kind is one entry here and one module in faults/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One fault kind.
+
+    ``stops_process``: while it is on, the victim's process serves nothing
+    (gone, frozen, or shut down by itself), so it can lead no partition.
+    ``restarts``: healing starts the victim's process again and waits until it
+    serves; a cut that isolates the victim must not wrap it.
+    """
+
+    name: str
+    victim: str  # "node" or "client"
+    does: str  # what it does, one line (DESIGN.md, "Faults")
+    noun: tuple[str, str]  # one, many: "kill", "kills"
+    colour: str  # its band in the report's timeline
+    stops_process: bool
+    restarts: bool
+
+
+FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
+    FaultKind("kill", "node", "SIGKILL the process, restart it when healed", ("kill", "kills"), "#e53935",
+              stops_process=True, restarts=True),
+    FaultKind("pause", "node", "freeze the process (SIGSTOP), thaw it when healed: a long GC pause",
+              ("pause", "pauses"), "#8e24aa", stops_process=True, restarts=False),
+    FaultKind("partition", "node", "drop traffic with iptables inside the node's network namespace",
+              ("network partition", "network partitions"), "#fb8c00", stops_process=False, restarts=False),
+    FaultKind("power-loss", "node", "lose everything not yet fsynced; the node restarts on its crash image",
+              ("power loss", "power losses"), "#6d4c41", stops_process=True, restarts=True),
+    FaultKind("slow-network", "node", "limit the node's bandwidth with tc tbf",
+              ("network slowdown", "network slowdowns"), "#1e88e5", stops_process=False, restarts=False),
+    FaultKind("disk-full", "node", "fill the node's data file system; a broker that shut itself down is "
+              "restarted when healed", ("full disk", "full disks"), "#546e7a", stops_process=True, restarts=True),
+    FaultKind("client-crash", "client", "SIGKILL a producer, consumer or pipeline process; a new one takes its "
+              "place when healed", ("crash", "crashes"), "#00897b", stops_process=True, restarts=True),
+)}
+UNKNOWN_FAULT_COLOUR = "#757575"
+
+
+def fault_kind(name: str) -> FaultKind | None:
+    """The catalogue's entry for a fault named in a history (None for a kind this kchaos does not know)."""
+    return FAULT_KINDS.get(name)

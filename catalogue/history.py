@@ -1,0 +1,58 @@
+"""The fields of every history file and of the workload processes' line protocol (DESIGN.md, "The run directory").
+
+Readers ignore fields they do not know; these tuples say which fields each
+writer puts on a line, in the order it writes them, so the writers (Python
+and Java) and the readers (both checkers) can be tested against one list.
+"""
+
+from __future__ import annotations
+
+# --- history/*.jsonl --------------------------------------------------------------------------------------
+
+SEND_FIELDS = ("producer", "seq", "topic", "key", "partition", "offset", "status", "error", "invoke_ns",
+               "complete_ns", "txn")
+SEND_STATUSES = ("ok", "fail", "info")  # acknowledged | definitely not written | outcome unknown
+
+READ_FIELDS = ("consumer", "group", "phase", "topic", "partition", "offset", "producer", "seq", "time_ns",
+               "isolation")
+# a record an exactly-once pipeline wrote also names the input it came from
+PIPELINE_READ_FIELDS = ("from_producer", "from_seq")
+READ_PHASES = ("live", "final")
+ISOLATIONS = ("read_committed", "read_uncommitted")
+
+TXN_FIELDS = ("producer", "txn", "outcome", "intent", "error", "invoke_ns", "complete_ns")
+TXN_OUTCOMES = ("committed", "aborted", "unknown")
+# what the application asked for; null: it never asked; the field absent: not known
+TXN_INTENTS = ("commit", "abort")
+
+# events.jsonl: the fields of each kind of line, besides ``kind`` itself
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "fault": ("fault", "phase", "target", "options", "targets", "start_ns", "end_ns", "detail", "time_ns"),
+    "leader": ("topic", "partition", "leader", "isr", "time_ns"),
+    "committed": ("group", "topic", "partition", "offset", "time_ns"),
+    "final-read": ("topic", "partition", "high_watermark", "complete", "time_ns", "isolation"),
+    "stable": ("topic", "partition", "high_watermark", "last_stable_offset", "time_ns"),
+    "client": ("client", "version", "process", "role", "settings", "time_ns"),
+    "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
+}
+FAULT_PHASES = ("apply", "heal", "skipped")
+
+# --- the line protocol a workload process speaks on its stdout (workloads/protocol.py parses it) -----------
+
+# tag -> the fields after it, space-separated, ``-`` for null; the last field of S and O may hold spaces
+LINE_FIELDS: dict[str, tuple[str, ...]] = {
+    "H": ("pid",),
+    "K": ("library", "version", "settings_json"),
+    "I": ("first_seq", "count", "invoke_ns"),
+    "X": ("first_seq", "count"),
+    "S": ("status", "seq", "partition", "offset", "complete_ns", "error"),
+    "J": ("seq", "from_producer", "from_seq", "invoke_ns"),
+    "T": ("txn", "begin_ns"),
+    "C": ("txn", "intent", "invoke_ns"),
+    "O": ("txn", "outcome", "complete_ns", "error"),
+    "P": ("count", "poll_ns"),
+    "R": ("partition", "offset", "producer", "seq", "time_ns"),
+    "D": (),
+    "E": (),
+}
+LINE_NULL = "-"
