@@ -36,12 +36,12 @@ from producer_vs_kafka import ROOT, run_main, say, start_cluster  # noqa: E402
 
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
+from clusters.java_build import ensure_built  # noqa: E402
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402
 from workloads.consumer import batch_offsets  # noqa: E402
-from workloads.java_client import ensure_built  # noqa: E402
 
 JAVA_SOURCE = ROOT / "benchmarks" / "java" / "CommitLatency.java"
 RATE = 8000          # records a second, the acks1-leader-kill producers' sum

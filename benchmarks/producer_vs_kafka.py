@@ -86,6 +86,7 @@ sys.path.insert(0, str(ROOT))
 
 from clusters.cluster import Cluster  # noqa: E402
 from clusters.image import kafka_jars, uses_log4j2  # noqa: E402
+from clusters.java_build import JavaBuildError, ensure_built  # noqa: E402
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION  # noqa: E402
 from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
@@ -95,7 +96,7 @@ from workloads.client import LIBRARIES, Library  # noqa: E402
 from workloads.consumer import ConsumerClient, end_offsets, read_back  # noqa: E402
 from workloads.errors import WorkloadError  # noqa: E402
 from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
-from workloads.java_client import check_config, ensure_built  # noqa: E402
+from workloads.java_client import check_config  # noqa: E402
 from workloads.producer import ProducerClient  # noqa: E402
 from workloads.workload import Workload  # noqa: E402
 
@@ -713,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     if "java" in clients:
         try:
             say(f"Java workload built against kafka-clients {args.kafka_version}: {ensure_built(args.kafka_version)}")
-        except WorkloadError as e:
+        except JavaBuildError as e:
             raise SystemExit(f"producer_vs_kafka: {e}") from None
 
     scratch = Path(tempfile.mkdtemp(prefix="kchaos-bench-pvk-", dir=args.dir))

@@ -1,4 +1,5 @@
-"""The one catalogue every stage derives from: anomalies, fault kinds, history fields and exit codes.
+"""The one catalogue every stage derives from: anomalies, fault kinds, history fields, exit codes and what
+each client's producer runs with by default.
 
 It sits at the bottom of the import graph and imports nothing of kchaos, so
 the checkers, forensics, the verdict, the report, the matrix and JUnit can all

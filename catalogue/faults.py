@@ -18,6 +18,9 @@ class FaultKind:
     (gone, frozen, or shut down by itself), so it can lead no partition.
     ``restarts``: healing starts the victim's process again and waits until it
     serves; a cut that isolates the victim must not wrap it.
+    ``loses_unsynced``: it takes from its victims what they had not yet
+    fsynced, so with no fsync one on several brokers at once can lose
+    acknowledged writes (the report's allowance).
     """
 
     name: str
@@ -27,6 +30,7 @@ class FaultKind:
     colour: str  # its band in the report's timeline
     stops_process: bool
     restarts: bool
+    loses_unsynced: bool = False
 
 
 FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
@@ -37,7 +41,8 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
     FaultKind("partition", "node", "drop traffic with iptables inside the node's network namespace",
               ("network partition", "network partitions"), "#fb8c00", stops_process=False, restarts=False),
     FaultKind("power-loss", "node", "lose everything not yet fsynced; the node restarts on its crash image",
-              ("power loss", "power losses"), "#6d4c41", stops_process=True, restarts=True),
+              ("power loss", "power losses"), "#6d4c41", stops_process=True, restarts=True,
+              loses_unsynced=True),
     FaultKind("slow-network", "node", "limit the node's bandwidth with tc tbf",
               ("network slowdown", "network slowdowns"), "#1e88e5", stops_process=False, restarts=False),
     FaultKind("disk-full", "node", "fill the node's data file system; a broker that shut itself down is "

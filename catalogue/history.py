@@ -12,6 +12,8 @@ from __future__ import annotations
 SEND_FIELDS = ("producer", "seq", "topic", "key", "partition", "offset", "status", "error", "invoke_ns",
                "complete_ns", "txn")
 SEND_STATUSES = ("ok", "fail", "info")  # acknowledged | definitely not written | outcome unknown
+# a send of an exactly-once pipeline also names the input it was made from
+PIPELINE_SEND_FIELDS = ("from_producer", "from_seq")
 
 READ_FIELDS = ("consumer", "group", "phase", "topic", "partition", "offset", "producer", "seq", "time_ns",
                "isolation")
@@ -20,7 +22,7 @@ PIPELINE_READ_FIELDS = ("from_producer", "from_seq")
 READ_PHASES = ("live", "final")
 ISOLATIONS = ("read_committed", "read_uncommitted")
 
-TXN_FIELDS = ("producer", "txn", "outcome", "intent", "error", "invoke_ns", "complete_ns")
+TXN_FIELDS = ("producer", "txn", "outcome", "intent", "error", "invoke_ns", "complete_ns", "begin_ns")
 TXN_OUTCOMES = ("committed", "aborted", "unknown")
 # what the application asked for; null: it never asked; the field absent: not known
 TXN_INTENTS = ("commit", "abort")
@@ -30,12 +32,14 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "fault": ("fault", "phase", "target", "options", "targets", "start_ns", "end_ns", "detail", "time_ns"),
     "leader": ("topic", "partition", "leader", "isr", "time_ns"),
     "committed": ("group", "topic", "partition", "offset", "time_ns"),
-    "final-read": ("topic", "partition", "high_watermark", "complete", "time_ns", "isolation"),
+    # last_stable_offset: only the read_committed read-back's
+    "final-read": ("topic", "partition", "high_watermark", "complete", "time_ns", "isolation", "last_stable_offset"),
     "stable": ("topic", "partition", "high_watermark", "last_stable_offset", "time_ns"),
-    "client": ("client", "version", "process", "role", "settings", "time_ns"),
+    # a workload process's has process and settings; the harness's own (role harness) its Python binding
+    "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
 }
-FAULT_PHASES = ("apply", "heal", "skipped")
+FAULT_PHASES = ("start", "heal", "skipped")
 
 # --- the line protocol a workload process speaks on its stdout (workloads/protocol.py parses it) -----------
 
@@ -52,7 +56,10 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "O": ("txn", "outcome", "complete_ns", "error"),
     "P": ("count", "poll_ns"),
     "R": ("partition", "offset", "producer", "seq", "time_ns"),
+    "F": ("partition", "position"),
     "D": (),
     "E": (),
 }
 LINE_NULL = "-"
+# fields a line may carry after its own: the Java read-back's R names the input of a pipeline's output
+LINE_OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {"R": ("from_producer", "from_seq")}

@@ -12,59 +12,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from checkers.producer_settings import effective_producer, producer_client, producer_config
+from catalogue.anomalies import ANOMALIES as ANOMALIES, COUNTS as COUNTS  # re-exported for the checkers
+from catalogue.anomalies import ANOMALY_INFO, ANOMALY_LIST, IF_IDEMPOTENT, IF_ORDERED, VIOLATION, with_severity
+from catalogue.producer_settings import effective_producer, producer_client, producer_config
 from rundir.documents import SCHEMA_VERSION
 
-ANOMALIES = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "divergent",
-             "reordered", "consumer_skipped", "consumer_redelivered", "unknown", "aborted_read", "torn_transaction",
-             "pipeline_lost", "pipeline_duplicated", "hanging_transaction")
+# The names, definitions and counts results.json holds are the catalogue's (DESIGN.md, "Anomalies").
+DEFINITIONS = {a.name: a.definition for a in ANOMALY_LIST}
 
-DEFINITIONS = {
-    "lost": "status ok, and absent from the final read of its partition although that read was complete",
-    "lost_after_read": "a lost message that some live consumer had already read",
-    "duplicated": "present at two or more distinct (partition, offset) positions in the final read",
-    "unexpected": "read (any phase) but never sent",
-    "failed_but_present": "status fail (definitely not written), yet present in the final read",
-    "divergent": "one (topic, partition, offset) seen holding different messages (an ack's offset vs a read, "
-                 "two reads, or two acks)",
-    "reordered": "for one producer that promises order (idempotent, or one request in flight) and one "
-                 "partition, seq order and offset order disagree among acknowledged messages",
-    "consumer_skipped": "in the final read below the group's committed offset, but never processed live by "
-                        "the group",
-    "consumer_redelivered": "processed live more than once by the group (at-least-once redelivery: counted, "
-                            "not a violation)",
-    "unknown": "info sends: found or not found, reported with their counts, never called lost",
-    "aborted_read": "a read_committed read of a message whose transaction aborted or never committed",
-    "torn_transaction": "a transaction whose messages are partly visible to read_committed readers (counted per "
-                        "transaction)",
-    "pipeline_lost": "an exactly-once pipeline's committed input (below the pipeline's committed offset) with no "
-                     "output record in the read_committed final read",
-    "pipeline_duplicated": "an exactly-once pipeline's input with output records at two or more positions",
-    "hanging_transaction": "liveness: a partition whose last stable offset stayed below its high watermark past "
-                           "transaction.timeout.ms (counted per partition)",
-}
-
-# Counts results.json holds besides one per anomaly, in the order it lists them.
-TALLIES = ("sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")
-EXTRA_COUNTS = ("unknown_found", "unknown_not_found", "lost_unverifiable")
-# Transactions by outcome (txns.jsonl; one with sends but no line is unknown), and pipeline inputs not judged:
-# not yet processed (at or above the pipeline's committed offset), or the output's read-back was incomplete.
-TXN_COUNTS = ("txns_committed", "txns_aborted", "txns_unknown", "pipeline_unprocessed", "pipeline_unverifiable")
-COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS
-
-# Always a violation, whatever the producers promised.
-VIOLATIONS = ("lost", "divergent", "unexpected", "failed_but_present", "consumer_skipped", "aborted_read",
-              "torn_transaction", "pipeline_lost", "pipeline_duplicated", "hanging_transaction")
-# Only counted, never a problem in themselves: at-least-once redelivery, and sends whose outcome is unknown.
-COUNTED_ONLY = ("consumer_redelivered", "unknown")
-# Shown as problems in reports: every anomaly but those only counted.
-FLAGGED = tuple(a for a in ANOMALIES if a not in COUNTED_ONLY)
-# The one-line summary `kchaos check` prints, in this order.
-TRANSACTION_ANOMALIES = ("aborted_read", "torn_transaction", "pipeline_lost", "pipeline_duplicated",
-                         "hanging_transaction")
-SUMMARY = ("acked", "failed", "indeterminate",
-           *(a for a in ANOMALIES if a != "unknown" and a not in TRANSACTION_ANOMALIES))
-TRANSACTION_SUMMARY = ("txns_committed", "txns_aborted", "txns_unknown", *TRANSACTION_ANOMALIES)
+# The one-line summary `kchaos check` prints, in this order: the tallies, then the anomalies of each group.
+SUMMARY = ("acked", "failed", "indeterminate", *(a.name for a in ANOMALY_LIST if a.summary == "main"))
+TRANSACTION_SUMMARY = ("txns_committed", "txns_aborted", "txns_unknown",
+                       *(a.name for a in ANOMALY_LIST if a.summary == "transactions"))
 
 
 def summary_keys(counts: dict[str, int]) -> tuple[str, ...]:
@@ -78,7 +37,7 @@ def summary_keys(counts: dict[str, int]) -> tuple[str, ...]:
 # A fault's effect is bounded in time, so the victims of one fault form a time island: entries of one anomaly in
 # one partition closer than RANGE_GAP_NS to the previous one are one range. Every message would be too large for
 # results.json; the ranges say where and when each anomaly happened (forensics' causal chains, issue #20).
-RANGE_ANOMALIES = ("lost", "duplicated", "divergent")
+RANGE_ANOMALIES = tuple(a.name for a in ANOMALY_LIST if a.ranges)
 RANGE_GAP_NS = 1_000_000_000
 
 
@@ -218,7 +177,7 @@ class Promises:
 def promises_from_scenario(scenario: dict[str, Any] | None) -> tuple[Promises, str | None]:
     """Promises of the producers of a resolved scenario.yaml, and a note when they had to be assumed.
 
-    Idempotent: as the producers' client runs them (checkers/producer_settings.py:
+    Idempotent: as the producers' client runs them (catalogue/producer_settings.py:
     librdkafka only when asked, the Java client by default), or the
     transactions workload (which implies it). Ordered: idempotent (both
     clients keep order across retries then), or one request in flight.
@@ -256,21 +215,23 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
 
 
 def validity(counts: dict[str, int], promises: Promises) -> bool:
-    """DESIGN.md's rule: no violation, no duplicate where idempotent, no reorder where order was promised."""
-    if any(counts[name] for name in VIOLATIONS):
-        return False
-    if promises.idempotent and counts["duplicated"]:
-        return False
-    if promises.ordered and counts["reordered"]:
-        return False
-    return True
+    """DESIGN.md's rule: no violation, no duplicate where idempotent, no reorder where order was promised (the
+    catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by its whole."""
+    severities = [VIOLATION]
+    if promises.idempotent:
+        severities.append(IF_IDEMPOTENT)
+    if promises.ordered:
+        severities.append(IF_ORDERED)
+    return not any(counts[name] for name in with_severity(*severities) if ANOMALY_INFO[name].part_of is None)
 
 
 def results_document(checker: str, counts: dict[str, int], promises: Promises, cut_short: bool,
                      incomplete: list[tuple[str, int]], examples: dict[str, list[Any]],
-                     notes: list[str], ranges: list[dict[str, Any]]) -> dict[str, Any]:
+                     notes: list[str], ranges: list[dict[str, Any]], breakdown: dict[str, Any],
+                     unread_committed: list[tuple[str, int]] = ()) -> dict[str, Any]:
     """The results.json shape, one place for every engine so they cannot drift apart (``ranges``:
-    ``anomaly_ranges``)."""
+    ``anomaly_ranges``; ``breakdown``: checkers/breakdown.py; ``unread_committed``: the partitions of
+    transactional sends the read_committed read-back left no final-read event for, incomplete too)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "checker": checker,
@@ -280,8 +241,10 @@ def results_document(checker: str, counts: dict[str, int], promises: Promises, c
         "counts": counts,
         "final_read_complete": not cut_short and not incomplete,
         "incomplete_partitions": [[topic, partition] for topic, partition in incomplete],
+        "unread_committed_partitions": [[topic, partition] for topic, partition in unread_committed],
         "cut_short": cut_short,
         "examples": examples,
         "anomaly_ranges": ranges,
+        "breakdown": breakdown,
         "notes": notes,
     }

@@ -38,6 +38,9 @@ PHASES = {LIVE: LIVE, FINAL: FINAL}
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 TXN_OUTCOMES = {COMMITTED: COMMITTED, ABORTED: ABORTED, UNKNOWN: UNKNOWN}
 INTENTS = {"commit": "commit", "abort": "abort"}
+# A txns.jsonl line without an intent field (written by another tool, or before intents existed): what the
+# application asked for is not known, so an unknown outcome may have committed. Never a value of the field itself.
+INTENT_UNKNOWN = "unknown"
 
 
 class Send(NamedTuple):
@@ -83,7 +86,8 @@ class Txn(NamedTuple):
     producer: str
     txn: int
     outcome: str  # "committed" | "aborted" | "unknown"
-    intent: str | None  # "commit" | "abort": what the application asked for; None: it never asked
+    intent: str | None  # "commit" | "abort": what the application asked for; None: it never asked;
+    # INTENT_UNKNOWN: the line does not say
     line: int
 
 
@@ -269,7 +273,7 @@ def parse_txn(obj: dict[str, Any], line: int) -> Txn:
         producer=_name(field_of(obj, "producer", str)),
         txn=field_of(obj, "txn", int),
         outcome=choice_of(obj, "outcome", TXN_OUTCOMES),
-        intent=choice_of(obj, "intent", INTENTS, nullable=True, optional=True),
+        intent=choice_of(obj, "intent", INTENTS, nullable=True) if "intent" in obj else INTENT_UNKNOWN,
         line=line,
     )
 

@@ -46,9 +46,10 @@ from typing import Any
 
 from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly_ranges, judgement_notes,
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
-from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INFO, OK, UNKNOWN, History, Read, Send, Txn,
-                              paused_gc, read_history)
-from rundir.documents import committed_offsets, final_read_completeness, pipelines, read_scenario
+from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INFO, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send,
+                              Txn, paused_gc, read_history)
+from checkers.breakdown import FaultClock, breakdown_document, fault_rows, partition_rows, ranged_counts
+from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 
 Msg = tuple[str, int]  # (producer, seq): a message
@@ -81,6 +82,7 @@ class ReadIndex:
     partitions: set[Part] = field(default_factory=set)
     live_reads: int = 0
     final_reads: int = 0
+    per_partition: Counter[tuple[str, int, bool]] = field(default_factory=Counter)  # (topic, partition, final)
     # what read_committed readers saw: final-read positions per message, every message any of them read, and
     # per pipeline input (from_producer, from_seq) the distinct positions of its output records
     committed_positions: dict[Msg, list[Pos]] = field(default_factory=dict)
@@ -95,6 +97,7 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
     """One pass over the reads: positions per message, messages per position, live reads per group."""
     index = ReadIndex()
     final_positions, at_position, live = index.final_positions, index.at_position, index.live
+    per_partition = index.per_partition
     for r in reads:
         pos = (r.topic, r.partition, r.offset)
         msg = None if r.producer is None else (r.producer, r.seq)
@@ -104,10 +107,7 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
         elif seen != msg:
             index.divergent.add(pos)
         final = r.phase == FINAL
-        if final:
-            index.final_reads += 1
-        else:
-            index.live_reads += 1
+        per_partition[(r.topic, r.partition, final)] += 1
         if msg is None:
             index.foreign.add(pos)
             continue
@@ -129,6 +129,8 @@ def index_reads(reads: Iterable[Read]) -> ReadIndex:
                 counts = live[r.group] = Counter()
             counts[msg] += 1
     index.partitions = {(topic, partition) for topic, partition, _ in at_position}
+    index.final_reads = sum(n for (_, _, final), n in per_partition.items() if final)
+    index.live_reads = sum(n for (_, _, final), n in per_partition.items() if not final)
     return index
 
 
@@ -161,6 +163,7 @@ class Findings:
     positions: dict[str, set[Pos]] = field(default_factory=lambda: {a: set() for a in ANOMALIES})
     unknown_found: int = 0
     lost_unverifiable: int = 0
+    unverifiable_in: Counter[tuple[str, int | None]] = field(default_factory=Counter)  # lost_unverifiable by partition
     unordered: int = 0  # out-of-order acks of producers that did not promise order (only noted)
     torn: dict[TxnKey, tuple[str, list[int], list[int]]] = field(default_factory=dict)  # outcome, visible, missing
     hanging: dict[Part, dict[str, Any]] = field(default_factory=dict)  # the longest stuck span per partition
@@ -217,9 +220,10 @@ class Judge:
         return self.txns[(send.producer, send.txn)].outcome  # type: ignore[index]
 
     def may_commit(self, send: Send) -> bool:
-        """Its transaction committed, or might have: the application asked to commit and never heard back."""
+        """Its transaction committed, or might have: the outcome is unknown and the application asked to commit,
+        or nobody says what it asked for (no intent field, or no txns.jsonl line at all)."""
         txn = self.txns[(send.producer, send.txn)]  # type: ignore[index]
-        return txn.outcome == COMMITTED or (txn.outcome == UNKNOWN and (txn.intent == "commit" or txn.line == 0))
+        return txn.outcome == COMMITTED or (txn.outcome == UNKNOWN and txn.intent in ("commit", INTENT_UNKNOWN))
 
     def visible_positions(self, send: Send) -> dict[Msg, list[Pos]]:
         """Where a send's message must be found: a transactional one by read_committed readers, others anywhere."""
@@ -238,6 +242,7 @@ class Judge:
         if not present:
             if not verifiable:
                 self.found.lost_unverifiable += 1
+                self.found.unverifiable_in[(send.topic, send.partition)] += 1
             else:
                 self.found.messages["lost"].add(msg)
                 if self.reads.read_live(msg):
@@ -370,11 +375,12 @@ class Judge:
 
 
 def transaction_outcomes(txns: list[Txn], sends: Iterable[Send]) -> dict[TxnKey, Txn]:
-    """Each transaction's outcome (the last txns.jsonl line wins); one with sends but no line is unknown, line 0."""
+    """Each transaction's outcome (the last txns.jsonl line wins); one with sends but no line is unknown, with an
+    unknown intent, line 0."""
     outcomes = {(t.producer, t.txn): t for t in txns}
     for s in sends:
         if s.txn is not None and (s.producer, s.txn) not in outcomes:
-            outcomes[(s.producer, s.txn)] = Txn(s.producer, s.txn, UNKNOWN, None, 0)
+            outcomes[(s.producer, s.txn)] = Txn(s.producer, s.txn, UNKNOWN, INTENT_UNKNOWN, 0)
     return outcomes
 
 
@@ -444,8 +450,11 @@ def _check(history: History, promises: Promises) -> dict[str, Any]:
     counts = tally(history, judge, found)
     incomplete = incomplete_partitions(judge)
     add_notes(notes, judge, found)
+    entries = list(range_entries(judge, found))
+    ranges = anomaly_ranges(entries)
     return results_document("python", counts, promises, history.cut_short, incomplete,
-                            examples(history, judge, found), notes, anomaly_ranges(range_entries(judge, found)))
+                            examples(history, judge, found), notes, ranges,
+                            breakdown(history, judge, found, entries, ranges), unread_committed(judge))
 
 
 def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
@@ -479,14 +488,24 @@ def transaction_counts(txns: Iterable[Txn]) -> dict[str, int]:
 def incomplete_partitions(judge: Judge) -> list[Part]:
     """Partitions with sends, reads or a final-read event whose final read did not reach the end.
 
-    With a read_committed read-back too (transactions), a partition it did not read to the end is incomplete.
+    With a read_committed read-back too (transactions), a partition it did not read to the end is incomplete,
+    and so is one a transactional send names that it left no final-read event for (``unread_committed``).
     """
     parts = {(s.topic, s.partition) for s in judge.sends.values() if s.partition is not None}
     parts |= judge.reads.partitions
     parts |= judge.complete.keys()
     incomplete = {p for p in parts if not judge.complete.get(p, False)}
     incomplete |= {p for p, complete in judge.complete_committed.items() if not complete}
+    incomplete |= set(unread_committed(judge))
     return sorted(incomplete)
+
+
+def unread_committed(judge: Judge) -> list[Part]:
+    """Partitions a transactional send names that the read_committed read-back left no final-read event for: it
+    proved nothing there about the committed messages (a run cut short between the two read-backs, or a history
+    written elsewhere)."""
+    return sorted({(s.topic, s.partition) for s in judge.sends.values()
+                   if s.txn is not None and s.partition is not None} - judge.complete_committed.keys())
 
 
 def add_notes(notes: list[str], judge: Judge, found: Findings) -> None:
@@ -541,6 +560,35 @@ def earliest_acks(sends: Iterable[Send], positions: set[Pos]) -> dict[Pos, int]:
             if pos in positions and (pos not in earliest or s.complete_ns < earliest[pos]):
                 earliest[pos] = s.complete_ns
     return earliest
+
+
+# --- per partition and per fault (checkers/breakdown.py) -------------------------------------------
+
+
+def breakdown(history: History, judge: Judge, found: Findings, entries: list[RangeEntry],
+              ranges: list[dict[str, Any]]) -> dict[str, Any]:
+    """results.json's ``breakdown``: the counts per partition, the range entries per fault window, and the lost
+    messages acknowledged at a divergent position."""
+    named: set[tuple[str, int | None]] = {(s.topic, s.partition) for s in history.sends}
+    named |= judge.reads.partitions | judge.complete.keys() | judge.complete_committed.keys()
+    acked = Counter((s.topic, s.partition) for s in judge.sends.values() if s.status == OK)
+    reads: dict[tuple[str, int | None], Counter[str]] = defaultdict(Counter)
+    for (topic, partition, final), n in judge.reads.per_partition.items():
+        reads[(topic, partition)]["reads_final" if final else "reads_live"] += n
+    rows = partition_rows(named, {part: Counter(acked=n) for part, n in acked.items()}, reads,
+                          {part: Counter(lost_unverifiable=n) for part, n in found.unverifiable_in.items()},
+                          ranged_counts(ranges))
+    windows = fault_windows(history.events)
+    clock = FaultClock(windows)
+    charged = Counter((e.anomaly, clock.after(e.ns)) for e in entries)
+    divergent = found.positions["divergent"]
+    lost_divergent = 0
+    for msg in found.messages["lost"]:
+        s = judge.sends[msg]  # type: ignore[index]
+        if s.partition is not None and s.offset is not None and (s.topic, s.partition, s.offset) in divergent:
+            lost_divergent += 1
+    return breakdown_document(rows, fault_rows(windows, ((a, f, n) for (a, f), n in charged.items())),
+                              lost_divergent)
 
 
 # --- examples ---------------------------------------------------------------------------------------

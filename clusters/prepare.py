@@ -15,9 +15,8 @@ import docker.errors
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
 from clusters.image import ensure_image
+from clusters.java_build import JavaBuildError, ensure_built
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
-from workloads.errors import WorkloadError
-from workloads.java_client import ensure_built
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_image(version))
             config_names(version)  # scenario validation reads them offline
             print(ensure_built(version))  # built against this version's kafka-clients (workload.client: java)
-    except (ClusterError, WorkloadError, docker.errors.DockerException) as e:
+    except (ClusterError, JavaBuildError, docker.errors.DockerException) as e:
         print(f"kchaos: {e}", file=sys.stderr)
         return 2
     return 0

@@ -8,8 +8,8 @@ history/replica-batches.jsonl holds (rundir/replica_batches.py): base and last o
 epoch, base sequence and the partition leader epoch that wrote the batch, which is what tells replicas and
 duplicates apart (one leader epoch writes one batch at an offset).
 
-DumpLogSegments itself printed the same headers as ~330 bytes of text a batch, then parsed here: 7.3 CPU s
-and 4.5 s wall for the tool and 2.6 s of parsing over 360,000 replica batches, in every run's overhead.
+The headers are read by the program rather than by DumpLogSegments, whose text output (hundreds of bytes a
+batch) costs a JVM per node and a parse here in every run's overhead (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from pathlib import Path
 
 from clusters.config import BROKER_LOG_SUBDIR
 from clusters.errors import ClusterError
+from clusters.java_build import JavaBuildError, java_tool
 from clusters.node import Node
-from workloads.errors import WorkloadError
-from workloads.java_client import java_tool
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ def read_segment_batches(files: dict[str, list[Path]], version: str) -> str:
     try:
         cmd = java_tool(version, SEGMENT_BATCHES, args)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=READ_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired, WorkloadError) as e:
+    except (OSError, subprocess.TimeoutExpired, JavaBuildError) as e:
         raise ClusterError(f"reading the brokers' segments: {e}") from None
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -4,7 +4,9 @@ Node faults speak only to :class:`clusters.node.Node` and
 :class:`clusters.cluster.Cluster`; client faults only to the workload's
 :class:`workloads.client.Client` handles (never to a process directly). The
 schedule (faults/schedule.py) times them and records them. A new fault is
-one module with one subclass, registered in ``faults.registry``.
+one entry in the catalogue (catalogue/faults.py: what it does to its victim,
+which the class reads) and one module with one subclass, registered in
+``faults.registry``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+from catalogue.faults import fault_kind
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.node import Node
@@ -44,8 +47,12 @@ class Fault(ABC, Generic[Victim]):
     options: ClassVar[Mapping[str, Any]] = {}
     # the targets a scenario may give it: nodes, unless it is a ClientFault
     targets: ClassVar[tuple[str, ...]] = NODE_TARGETS
-    # whether healing starts its victims again (and waits until they serve)
+    # what the catalogue says of its kind (catalogue/faults.py), set for every subclass that names one: whether
+    # healing starts its victims again (and waits until they serve), whether its victims' processes serve nothing
+    # while it is on, and whether they are nodes or clients
     restarts: ClassVar[bool] = False
+    stops_process: ClassVar[bool] = False
+    victim: ClassVar[str] = "node"
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
                  options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
@@ -55,6 +62,12 @@ class Fault(ABC, Generic[Victim]):
         self.clients = clients
         self.check_options(options or {})
         self.settings: dict[str, Any] = {**self.options, **(options or {})}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        known = fault_kind(getattr(cls, "kind", ""))
+        if known is not None:
+            cls.restarts, cls.stops_process, cls.victim = known.restarts, known.stops_process, known.victim
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -114,6 +127,7 @@ class ClientFault(Fault[Client]):
     """A fault that hits the workload's producers and consumers, not the cluster."""
 
     targets = CLIENT_TARGETS
+    victim = "client"
 
     def choose(self, target: str) -> list[Client]:
         return choose_clients(self.clients, target, self.rng)

@@ -21,7 +21,6 @@ def kill_all(nodes: list[Node]) -> None:
 
 class KillFault(Fault):
     kind = "kill"
-    restarts = True
 
     def apply(self, nodes: list[Node]) -> str:
         kill_all(nodes)

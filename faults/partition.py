@@ -167,9 +167,10 @@ class PartitionFault(Fault):
     @classmethod
     def check_inner(cls, options: Mapping[str, Any], inner: type[Fault]) -> None:
         """A node restarted while cut from the metadata quorum (isolate, zookeeper) can never register, so the
-        inner fault's heal, which waits until it serves, could never finish."""
+        inner fault's heal, which waits until it serves, could never finish (the catalogue says which kinds restart
+        a node; a restarted client needs no quorum)."""
         mode = options.get("mode", "isolate")
-        if inner.restarts and mode in ("isolate", "zookeeper"):
+        if inner.victim == "node" and inner.restarts and mode in ("isolate", "zookeeper"):
             raise FaultError(f"{inner.kind} nested in a partition in mode {mode} restarts its victim while it is "
                              "cut from the metadata quorum: it could never register and the fault never heal "
                              "(mode brokers keeps the quorum reachable)")

@@ -24,7 +24,6 @@ from faults.kill import kill_all
 
 class PowerLossFault(Fault):
     kind = "power-loss"
-    restarts = True
 
     def apply(self, nodes: list[Node]) -> str:
         without_disk = [n.name for n in nodes if n.volume is None]

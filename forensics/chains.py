@@ -21,15 +21,20 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
+from catalogue.anomalies import ANOMALY_LIST, VIOLATION
+from catalogue.faults import FAULT_KINDS
 from rundir.documents import fault_windows
 
 Event = dict[str, Any]
 
-EXPLAINED = ("lost", "divergent", "duplicated")
+# the anomalies a chain explains (the catalogue's ``chains``), those always a violation first: lost_by_fault's columns
+EXPLAINED = tuple(a.name for a in sorted((a for a in ANOMALY_LIST if a.chains),
+                                          key=lambda a: a.severity != VIOLATION))
 LANDED_NOTE_NS = 500_000_000  # a fault that took longer than this to take effect says when it had
 BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
-STOPPING = ("kill", "power-loss")  # faults whose victim's process is gone until it starts again
+# faults whose victim's process is gone until it starts again
+STOPPING = tuple(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.stops_process and k.restarts)
 
 
 def seconds(ns: int | None) -> str:
@@ -278,8 +283,9 @@ def batch_identity(b: Event) -> tuple[Any, ...]:
 
 
 def process_stops(faults: Iterable[Event]) -> list[Event]:
-    """A ``process_stop`` for every node a kill or a power cut took down (its log cannot say so itself), at the
-    moment the fault was known to have taken effect: acks may still arrive between its start and then."""
+    """A ``process_stop`` for every node a fault of a STOPPING kind took down (a killed or powered-off process's
+    log cannot say so itself; a broker whose disk is full acknowledges nothing more), at the moment the fault was
+    known to have taken effect: acks may still arrive between its start and then."""
     return [{"kind": "process_stop", "node": node, "time_ns": w.get("applied_ns", w["start_ns"]), "line": 0}
             for w in faults if w["fault"] in STOPPING for node in w["targets"]]
 

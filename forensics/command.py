@@ -11,11 +11,12 @@ from pathlib import Path
 
 from typing import Any
 
+from catalogue.exits import EXIT_VALID, HarnessError
 from forensics.chains import EXPLAINED, Explainer
 from forensics.parse import Event, parse_node_log
-from harness.errors import EXIT_VALID, HarnessError
 from rundir.broker_events import read_broker_events, write_broker_events
-from rundir.documents import read_events, read_results, read_scenario, wall_start, write_results
+from rundir.documents import (compose_results, read_events, read_results, read_scenario, results_parts, wall_start,
+                               write_results)
 from rundir.replica_batches import read_replica_batches
 from rundir.layout import LOGS, SCENARIO, RunDir
 from rundir.lines import HistoryError
@@ -87,7 +88,7 @@ def forensics_cmd(run_dir: Path) -> int:
     print(f"broker events: {path} ({len(events)} from {len(run.node_logs())} node logs{': ' if kinds else ''}"
           f"{summary})")
     if results is not None and explained is not None:
-        results["forensics"] = explained
-        write_results(run, results)
+        checker, record, _, expectations = results_parts(results)
+        write_results(run, compose_results(checker, record, explained, expectations))
         print(explained_line(explained))
     return EXIT_VALID

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from catalogue.exits import EXIT_HARNESS, HarnessError
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
 from forensics.command import forensics_cmd
-from harness.errors import EXIT_HARNESS, HarnessError, Terminated, install_termination_handlers
+from harness.errors import Terminated, install_termination_handlers
 from harness.shard import Shard, parse_shard
-from harness.versions import kchaos_version
 from rundir.layout import JUNIT
+from rundir.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
 from verdicts.merge import matrix_cmd
 from verdicts.report import report_cmd

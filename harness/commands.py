@@ -15,12 +15,12 @@ from typing import TypeVar
 
 import docker.errors
 
+from catalogue.exits import HarnessError
 from clusters.spec import ClusterSpec
 from harness import cluster_cmd
-from harness.errors import HarnessError
-from harness.phases import PhaseTimer
 from harness.run import run_scenario
 from harness.scenario import load_scenario
+from rundir.phases import PhaseTimer
 from spark_analysis.warm import WarmSession
 from verdicts.verdict import judge
 
@@ -42,7 +42,7 @@ def docker_errors_in_one_line(command: F) -> F:
 def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, engine: str,
         spark_master: str | None) -> int:
     """Run a scenario, then judge it; a harness error during the run wins over the verdict (exit 2).
-    Its last line says how long each phase took (harness/phases.py)."""
+    Its last line says how long each phase took (rundir/phases.py)."""
     scenario = load_scenario(scenario_file, overrides, seed)
     timer = PhaseTimer()
     warm = WarmSession(spark_master) if engine == "spark" else None  # started while the run settles

@@ -1,4 +1,7 @@
-"""Errors the harness reports as one line and exit code 2."""
+"""How a kchaos command ends: a termination signal unwinds like Ctrl-C, a failure is one line and exit 2.
+
+The exit codes and HarnessError are the catalogue's (catalogue/exits.py), so every stage can raise and return them.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,7 @@ import signal
 import sys
 from typing import NoReturn
 
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_HARNESS = 2
-
-
-class HarnessError(RuntimeError):
-    """The harness could not do its job: bad input, a fault not applied, a cluster never ready."""
+from catalogue.exits import EXIT_HARNESS
 
 
 class Terminated(BaseException):

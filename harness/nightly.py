@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import EXIT_HARNESS, HarnessError
-from harness.phases import parse_phases
+from catalogue.exits import EXIT_HARNESS, HarnessError
 from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, load_seconds, partition
 from rundir.layout import NIGHTLY_LOGS
+from rundir.phases import parse_phases
 from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcomes, load_outcomes, load_timings,
                             nightly_exit_code, save_outcome, save_shard, save_timings, step_summary, summary_line,
                             write_junit)
@@ -83,7 +83,7 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
 
 
 def overhead_phases(phases: dict[str, float], seconds: float, load_s: float) -> dict[str, float]:
-    """A run's overhead split by phase (harness/phases.py): every phase but the load and the settling, the time
+    """A run's overhead split by phase (rundir/phases.py): every phase but the load and the settling, the time
     those two took beyond the scenario's workload and settle, and what no phase holds (the process starting,
     imports); they add up to ``seconds - load_s``. {} when the run printed no phases."""
     if not phases:

@@ -7,7 +7,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from harness.phases import PhaseTimer
+from rundir.phases import PhaseTimer
 
 
 class RunProgress:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import confluent_kafka
 from tenacity import RetryError, retry, stop_after_delay, wait_fixed
 
+from catalogue.exits import HarnessError
 from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
@@ -28,12 +29,11 @@ from clusters.segments import read_batches
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
-from harness.errors import HarnessError
-from harness.phases import PhaseTimer
 from harness.progress import RunProgress
 from harness.scenario import Scenario
 from rundir import documents
 from rundir.layout import RunDir
+from rundir.phases import PhaseTimer
 from rundir.replica_batches import write_replica_batches
 from workloads.client import WorkloadError
 from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity

@@ -15,6 +15,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from catalogue.exits import HarnessError
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
@@ -23,7 +24,6 @@ from faults.base import FaultError
 from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
-from harness.errors import HarnessError
 from workloads.client import LIBRARIES, Library
 from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
+from catalogue.exits import HarnessError
 
 if TYPE_CHECKING:  # the CLI parses --shard before it loads what runs clusters
     from harness.scenario import Scenario

@@ -72,6 +72,56 @@ def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
 # --- results.json ------------------------------------------------------------------------------------
 
 
+# results.json's parts besides the checker's document (whose keys checkers/anomalies.py's results_document orders),
+# in the order they follow it: the run record (verdicts/verdict.py's run_record), the causal chains, the expectations.
+RUN_RECORD_KEYS = ("kchaos_version", "kafka_version", "librdkafka_version", "clients", "scenario", "run_id",
+                   "started_at", "ended_at", "faults")
+FORENSICS_KEY = "forensics"
+EXPECTATIONS_KEYS = ("expectations", "exit_code")
+
+
+def compose_results(checker: dict[str, Any], record: dict[str, Any] | None = None,
+                    forensics: dict[str, Any] | None = None, expectations: dict[str, Any] | None = None,
+                    notes: Iterable[str] = ()) -> dict[str, Any]:
+    """results.json from its parts, in one fixed order; none of the parts is changed.
+
+    The checker's document comes first as it is, ``notes`` (what the later
+    stages have to say) after its own notes; then the run record's keys
+    (RUN_RECORD_KEYS), ``forensics``, and the expectations' (EXPECTATIONS_KEYS:
+    the assessment and the exit code). A part that is None is left out, and a
+    key a part lacks; a key it has that is not its own is a ValueError. Every
+    writer of results.json (``kchaos check``, ``kchaos forensics``) composes it
+    here, so the same parts always give the same bytes.
+    """
+    document = dict(checker)
+    if notes:
+        document["notes"] = [*checker.get("notes", []), *notes]
+    document.update(_in_order(record, RUN_RECORD_KEYS))
+    if forensics is not None:
+        document[FORENSICS_KEY] = forensics
+    document.update(_in_order(expectations, EXPECTATIONS_KEYS))
+    return document
+
+
+def _in_order(part: dict[str, Any] | None, keys: tuple[str, ...]) -> list[tuple[str, Any]]:
+    if part is None:
+        return []
+    if not part.keys() <= set(keys):
+        raise ValueError(f"not a key of this part of results.json: {', '.join(sorted(part.keys() - set(keys)))}")
+    return [(key, part[key]) for key in keys if key in part]
+
+
+def results_parts(results: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None,
+                                                    dict[str, Any] | None]:
+    """A results.json taken apart again (checker, run record, forensics, expectations; None: absent), for a
+    stage that replaces one part of a written document: ``compose_results(*parts)`` gives it back."""
+    later = {*RUN_RECORD_KEYS, FORENSICS_KEY, *EXPECTATIONS_KEYS}
+    checker = {k: v for k, v in results.items() if k not in later}
+    record = {k: results[k] for k in RUN_RECORD_KEYS if k in results}
+    expectations = {k: results[k] for k in EXPECTATIONS_KEYS if k in results}
+    return checker, record or None, results.get(FORENSICS_KEY), expectations or None
+
+
 def write_results(run: RunDir, results: dict[str, Any]) -> Path:
     """Write RUN/results.json atomically, so a reader never sees half a verdict."""
     return write_atomically(run.results, json.dumps(results, indent=2) + "\n")

@@ -29,17 +29,52 @@ NO_SEND = -1  # the send key of an entry no send line places in time (line keys 
 
 
 def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFrame", enc: Encoded,
-                   counts: dict[str, int]) -> list[dict[str, Any]]:
-    """results.json's ``anomaly_ranges``, in one query (none when nothing is lost, duplicated or divergent).
+                   counts: dict[str, int], windows: list[dict[str, Any]] | None = None
+                   ) -> tuple[list[dict[str, Any]], list[tuple[str, int | None, int]]]:
+    """results.json's ``anomaly_ranges``, and the entries charged to the fault ``windows`` (checkers/breakdown.py:
+    (anomaly, 0-based fault index or None, how many)); none when nothing is lost, duplicated or divergent.
 
     ``messages`` and ``positions`` are the judge's cached findings, ``acks``
     every winning ack (``judge.acked``), ``counts`` the results' counts: they
     say which entries there are, and whether they are few enough to broadcast.
+    The entries are cached for the two small queries (about as many rows as
+    there are anomalies).
     """
+    from pyspark import StorageLevel
+
     rows = entry_rows(messages, positions, acks, enc.reads, counts)
     if rows is None:
-        return []
-    return collected_ranges(entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES)), enc.names.topics)
+        return [], []
+    table = entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return collected_ranges(table, enc.names.topics), fault_charges(table, windows or [])
+    finally:
+        table.unpersist()
+
+
+def fault_sql(windows: list[dict[str, Any]], t: str) -> str:
+    """SQL: the 0-based index of the fault window a time ``t`` is charged to (checkers.breakdown.FaultClock.after:
+    the last to start of those active at t, else the first to start after it; null: none, or t null).
+
+    The windows are in start order; an active window among those started by t has the greatest index, a later
+    one the least.
+    """
+    if not windows:
+        return "CAST(NULL AS INT)"
+    active, later = [], []
+    for i, w in enumerate(windows):
+        start, end = int(w["start_ns"] or 0), w["end_ns"]
+        until = "" if end is None else f" AND {t} <= {int(end)}L"
+        active.append(f"CASE WHEN {t} >= {start}L{until} THEN {i} END")
+        later.append(f"CASE WHEN {t} < {start}L THEN {i} END")
+    return (f"coalesce(greatest({', '.join(active)}, CAST(NULL AS INT)), "
+            f"least({', '.join(later)}, CAST(NULL AS INT)))")
+
+
+def fault_charges(table: "DataFrame", windows: list[dict[str, Any]]) -> list[tuple[str, int | None, int]]:
+    """(anomaly, fault index or None, entries) of ``entries``, each entry charged by its time (``fault_sql``)."""
+    charged = table.selectExpr("anomaly", f"{fault_sql(windows, 'ns')} AS fault").groupBy("anomaly", "fault").count()
+    return [(RANGE_ANOMALIES[r["anomaly"]], r["fault"], int(r["count"])) for r in charged.collect()]
 
 
 def collected_ranges(table: "DataFrame", topics: list[str]) -> list[dict[str, Any]]:

@@ -32,7 +32,8 @@ from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
 from spark_analysis.ranged import Tasks, convert_ranges, footer_path, parts_of
 
-FORMAT = "4"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns)
+FORMAT = "5"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns,
+# 5: a txns line's missing intent stored apart from a null one)
 KEY = "kchaos."
 INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
 

@@ -38,25 +38,28 @@ from __future__ import annotations
 
 import heapq
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import (ANOMALIES, COUNTS, Promises, judgement_notes, promises_from_scenario,
-                                repeated_sends_note, results_document, transaction_notes)
+from catalogue.anomalies import ANOMALIES, COUNTS
+from checkers.anomalies import (Promises, judgement_notes, promises_from_scenario, repeated_sends_note,
+                                results_document, transaction_notes)
 from checkers.reference import hanging_partitions
-from rundir.documents import pipelines, read_scenario
+from rundir.documents import fault_windows, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 from rundir.lines import HistoryError
 
 from spark_analysis import examples as ex
 from spark_analysis.anomaly_ranges import anomaly_ranges
+from spark_analysis.breakdown import spark_breakdown
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
-                                  Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few, complete_sql,
-                                  exact_message_metrics, exact_messages, fast_message_metrics, fast_messages,
-                                  from_fast, message_counts, observed, outside_complete_sql, position_metrics,
-                                  position_table, reordered_table, sql_conf, tagged_rows, topic_complete,
-                                  topic_partitions, transaction_table, txn_codes)
+                                  MessageCounts, Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few,
+                                  complete_sql, exact_message_metrics, exact_messages, fast_message_metrics,
+                                  fast_messages, from_fast, message_counts, observed, outside_complete_sql,
+                                  position_metrics, position_table, reordered_table, sql_conf, tagged_rows,
+                                  topic_complete, topic_partitions, transaction_table, txn_codes)
 from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import conversion_tasks, convert_history
@@ -67,6 +70,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CHECKER = "spark"
+# the counts of transaction_table's aggregates (TXN_METRICS' ``... AS <count>``)
+TXN_COUNTS = tuple(metric.rsplit(" AS ", 1)[1] for metric in TXN_METRICS)
 INPUT_FORMATS = ("parquet", "json")
 INPUT_ENV = "KCHAOS_SPARK_INPUT"
 
@@ -168,17 +173,17 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         **history.ranges, "pid": (0, len(names.producers) - 1), "tid": (0, len(names.topics) - 1)}
     tagged = tagged_rows(enc.sends, enc.reads, scope)
     codes = txn_codes(enc.txns, spark) if scope.txn else None
-    complete = complete_sql(facts)
+    complete, complete_c = complete_sql(facts), complete_sql(facts, committed=True)
     cached = []
     try:
         fast_mode = len(names.groups) <= MAX_MASK_GROUPS
         with sql_conf(spark, BYPASS_PARTIAL, "true"):  # the plan is made when persist() is called
             if fast_mode:
                 table = fast_messages(tagged, facts, ranges, scope, codes)
-                found, row = observed(table, fast_message_metrics(complete, scope), FAST_FINDINGS)
+                found, row = observed(table, fast_message_metrics(complete, scope, complete_c), FAST_FINDINGS)
             else:  # too many consumer groups for a bit mask: every message the exact way
                 table = exact_messages(tagged, facts, ranges, scope, codes)
-                found, row = observed(table, exact_message_metrics(complete, scope), EXACT_FINDINGS)
+                found, row = observed(table, exact_message_metrics(complete, scope, complete_c), EXACT_FINDINGS)
         cached.append(found)
         mc, ambiguous = message_counts(row), int(row["ambiguous"])
         if not fast_mode:
@@ -188,7 +193,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             rows = tagged.join(broadcast_if_few(keys, ambiguous), ["pid", "seq"], "left_semi")
             exact = exact_messages(rows, facts, ranges, scope, codes).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(exact)
-            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete, scope)).collect()[0].asDict())
+            mc = mc + message_counts(exact.selectExpr(*exact_message_metrics(complete, scope, complete_c))
+                                     .collect()[0].asDict())
             messages = from_fast(found).unionByName(exact)
         else:
             messages = from_fast(found)
@@ -216,7 +222,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         # message was sent twice) and the members the read_committed read-back lacks (cached findings)
         members = (table if repeats else enc.sends).select("pid", "seq", "txn", "status")
         missing = messages.filter("txn_missing").select("pid", "seq", "txn", "txn_unverifiable")
-        tc = {name: 0 for name in ("txns_committed", "txns_aborted", "txns_unknown", "torn_transaction")}
+        tc = {name: 0 for name in TXN_COUNTS}
         torn: list[dict[str, Any]] = []
         if scope.txn or enc.txns is not None:
             if not scope.txn:  # a txns.jsonl, but no send in a transaction
@@ -228,48 +234,22 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
                 torn = [r.asDict() for r in torn_rows.orderBy("pid", "txn").limit(ex.MAX_EXAMPLES).collect()]
         hanging = hanging_partitions(history.events, promises.hanging_after_ms)
 
-        counts = {
-            "sent": mc.sent,
-            "acked": mc.acked,
-            "failed": mc.failed,
-            "indeterminate": mc.indeterminate,
-            "reads_live": pc.reads_live,
-            "reads_final": pc.reads_final,
-            "lost": mc.lost,
-            "lost_after_read": mc.lost_after_read,
-            "duplicated": mc.duplicated,
-            "unexpected": mc.unexpected + pc.foreign,
-            "failed_but_present": mc.failed_but_present,
-            "divergent": pc.divergent,
-            "reordered": out_of_order if promises.ordered else 0,
-            "consumer_skipped": mc.consumer_skipped,
-            "consumer_redelivered": mc.consumer_redelivered,
-            "unknown": mc.unknown,
-            "aborted_read": mc.aborted_read,
-            "torn_transaction": tc["torn_transaction"],
-            "pipeline_lost": mc.pipeline_lost,
-            "pipeline_duplicated": mc.pipeline_duplicated,
-            "hanging_transaction": len(hanging),
-            "unknown_found": mc.unknown_found,
-            "unknown_not_found": mc.unknown - mc.unknown_found,
-            "lost_unverifiable": mc.lost_unverifiable,
-            "txns_committed": tc["txns_committed"],
-            "txns_aborted": tc["txns_aborted"],
-            "txns_unknown": tc["txns_unknown"],
-            "pipeline_unprocessed": mc.pipeline_unprocessed,
-            "pipeline_unverifiable": mc.pipeline_unverifiable,
-        }
-        counts = {name: int(counts[name]) for name in COUNTS}
+        counts = spark_counts(mc, pc, tc, out_of_order, hanging, promises)
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
         # incomplete_partitions); with repeated send lines the winning ones decide, from the message table; and
-        # every partition the read_committed read-back did not read to the end
+        # every partition the read_committed read-back did not read to the end, or left no final-read event for
+        # where a transactional send names it (the reference's unread_committed)
         outside = outside_complete_sql(complete)
         named = (partitions_of(table if repeats else enc.sends, outside) if mc.outside_complete else set()) | (
             partitions_of(enc.reads, outside) if pc.outside_complete else set())
         parts = {(names.topics[t], p) for t, p in named} | set(history.complete)
+        named_c = partitions_of(table if repeats else enc.sends, f"txn IS NOT NULL AND {outside_complete_sql(complete_c)}"
+                                ) if mc.outside_complete_c else set()
+        unread_committed = sorted({(names.topics[t], p) for t, p in named_c} - history.complete_committed.keys())
         incomplete = sorted({p for p in parts if not history.complete.get(p, False)}
-                            | {p for p, done in history.complete_committed.items() if not done})
+                            | {p for p, done in history.complete_committed.items() if not done}
+                            | set(unread_committed))
 
         notes += judgement_notes(lost_unverifiable=mc.lost_unverifiable,
                                  unordered=0 if promises.ordered else out_of_order,
@@ -287,11 +267,25 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         else:
             examples = {a: [] for a in ANOMALIES}
 
-        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes,
-                                anomaly_ranges(messages, positions, acks, enc, counts))
+        windows = fault_windows(history.events)
+        ranges, charged = anomaly_ranges(messages, positions, acks, enc, counts, windows)
+        breakdown = spark_breakdown(enc.sends, enc.reads, bool(repeats), messages, positions, names, counts,
+                                    set(history.complete) | set(history.complete_committed), ranges, windows, charged)
+        return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes, ranges,
+                                breakdown, unread_committed)
     finally:
         for df in cached:
             df.unpersist()
+
+
+def spark_counts(mc: MessageCounts, pc: PositionCounts, tc: dict[str, int], out_of_order: int,
+                 hanging: dict[Any, Any], promises: Promises) -> dict[str, int]:
+    """results.json's counts, in its order: each the message, position or transaction aggregate of its own name
+    (judge.py's ``... AS <count>``), but for the few that combine several or come from the events."""
+    combined = {"unexpected": mc.unexpected + pc.foreign, "reordered": out_of_order if promises.ordered else 0,
+                "hanging_transaction": len(hanging), "unknown_not_found": mc.unknown - mc.unknown_found}
+    measured = {**asdict(mc), **asdict(pc), **tc, **combined}
+    return {name: int(measured[name]) for name in COUNTS}
 
 
 def scope_of(history: SparkHistory, names: Names, pipes: list[tuple[str, str, str]]) -> Scope:

@@ -29,6 +29,6 @@ def java_command() -> str:
 
 
 def usable_archive() -> Path | None:
-    """The archive, when set-up made one (sessions use it; without, they start as before)."""
+    """The archive, when set-up made one (sessions use it; without, they start without one: slower, never wrong)."""
     path = archive_path()
     return path if path.is_file() and path.stat().st_size > 0 else None

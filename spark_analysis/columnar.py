@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from checkers.history import parse_read, parse_send, parse_txn
+from checkers.history import INTENT_UNKNOWN, parse_read, parse_send, parse_txn
 from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE
 from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, BadLine, HistoryError, LineRules, parse_json_line
-from spark_analysis.encode import INTENT_CODES, OUTCOME_CODES
+from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
 MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file
@@ -67,6 +67,10 @@ class Layout:
     # fields that may be missing but not null: lines where one is null may be re-read
     absent_if_null: tuple[str, ...] = ()
     flags: dict[str, tuple[str, str]] = field(default_factory=dict)  # bool Parquet column -> (JSON field, the value)
+    # fields whose null and absence mean different things: a block where one is null is read by the rules
+    null_or_absent: tuple[str, ...] = ()
+    # the stored codes of a choice, where a record may hold more than the JSON may (a field's absence, coded)
+    codes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def read_schema(self) -> pa.Schema:
@@ -138,7 +142,10 @@ TXNS = Layout(
     parse=parse_txn,
     values=lambda t: (t.producer, t.txn, t.outcome, t.intent),
     optional=("intent",),
+    null_or_absent=("intent",),  # null: the application never asked; absent: not known (INTENT_UNKNOWN)
+    codes={"intent": INTENT_CODES + (INTENT_UNKNOWN,)},
 )
+assert TXNS.codes["intent"].index(INTENT_UNKNOWN) == INTENT_UNKNOWN_CODE
 
 
 class Dictionaries:
@@ -172,7 +179,8 @@ def stored_table(raw: pa.Table, layout: Layout, lines: pa.Array, dictionaries: D
         if how == "copy":
             columns.append(column)
         elif how in ("status", "code"):
-            columns.append(pc.cast(pc.index_in(column, value_set=pa.array(layout.choices[name])), pa.int8()))
+            codes = layout.codes.get(name, layout.choices[name])
+            columns.append(pc.cast(pc.index_in(column, value_set=pa.array(codes)), pa.int8()))
         elif how == "final":
             columns.append(pc.equal(column, "final"))
         else:
@@ -275,7 +283,7 @@ def fast_block(block: bytes, layout: Layout) -> FastBlock | None:
         return None
     if table.num_rows != lines:
         return None
-    for name in layout.required:
+    for name in layout.required + layout.null_or_absent:
         if table.column(name).null_count:
             return None
     for name, allowed in layout.choices.items():

@@ -28,6 +28,7 @@ STATUS_CODES = {"ok": 0, "fail": 1, "info": 2}
 OK, FAIL, INFO = 0, 1, 2
 OUTCOME_CODES = ("committed", "aborted", "unknown")  # a transaction's outcome is stored as its index here
 INTENT_CODES = ("commit", "abort")  # what the application asked for (null: nothing), stored as its index
+INTENT_UNKNOWN_CODE = len(INTENT_CODES)  # a txns line with no intent field: not known (checkers.history.INTENT_UNKNOWN)
 MAX_MASK_GROUPS = 64  # consumer groups whose ids fit a bit mask in one 64-bit long
 
 SENDS_COLUMNS = ("_key bigint, pid int, seq bigint, tid int, `partition` bigint, `offset` bigint, status tinyint, "

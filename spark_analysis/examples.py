@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import ANOMALIES
+from catalogue.anomalies import ANOMALIES
 from rundir.lines import parse_json_line
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
 from spark_analysis.encode import FAIL, Names, literal_table, sql_in
-from spark_analysis.judge import outcome_name
+from spark_analysis.judge import FLAGS, outcome_name
 from spark_analysis.reader import FileRead, Source, text_lines
 
 if TYPE_CHECKING:
@@ -38,8 +38,7 @@ Msg = tuple[int, int]  # (pid, seq)
 Pos = tuple[int, int, int]  # (tid, partition, offset)
 
 # Message anomalies flagged by a boolean column of the message table.
-FLAGGED = ("lost", "lost_after_read", "duplicated", "unexpected", "failed_but_present", "unknown", "aborted_read",
-           "pipeline_lost", "pipeline_duplicated")
+FLAGGED = tuple(flag for flag in FLAGS if flag in ANOMALIES)
 
 
 def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None") -> "DataFrame":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from rundir.lines import HistoryError
-from spark_analysis.encode import FAIL, INFO, MAX_MASK_GROUPS, OK, OUTCOME_CODES, Names, literal_table
+from spark_analysis.encode import FAIL, INFO, INTENT_UNKNOWN_CODE, MAX_MASK_GROUPS, OK, OUTCOME_CODES, Names, literal_table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -181,8 +181,8 @@ class Pipeline:
 class Scope:
     """What a history holds beyond plain sends and reads: the columns the judge must work out.
 
-    A history without transactions or pipelines is judged by the same plan
-    as before they existed (no column, aggregate or join more).
+    A history without transactions or pipelines pays nothing for them: its
+    plan has no transaction column, aggregate or join.
     """
 
     txn: bool = False  # some send names a transaction
@@ -619,7 +619,7 @@ def position_table(reads: "DataFrame", acks: "DataFrame", ranges: Ranges | None 
     makes the reads disagree; another ack there is unconfirmed itself, as its
     message was not read (only) there. Most acks are confirmed, so the
     grouping shuffles the reads and a few acks, not all of them (a history
-    without final reads confirms none: then all of them, as before).
+    without final reads confirms none: then all of them).
     """
     tagged = reads.selectExpr(
         "tid", "`partition`", "`offset`", "pid", "seq", "false AS is_ack", "final",
@@ -679,6 +679,9 @@ class MessageCounts:
     ungrouped_live_reads: int
     outside_complete: int  # winning sends naming a partition not known to have had a complete final read
     aborted_read: int = 0
+    # winning transactional sends naming a partition the read_committed read-back did not read to the end (or left
+    # no final-read event for)
+    outside_complete_c: int = 0
     pipeline_lost: int = 0
     pipeline_duplicated: int = 0
     pipeline_unprocessed: int = 0
@@ -701,7 +704,8 @@ EXACT_FINDINGS = " OR ".join([*FLAGS, "size(skipped) > 0", "size(redelivered) > 
 POSITION_FINDINGS = "divergent OR foreign"
 
 
-def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope, counted: str = "true") -> list[str]:
+def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope, counted: str = "true",
+                    complete_c: str = "false") -> list[str]:
     """Aggregates over the message table, counting the rows where ``counted`` holds.
 
     Written without FILTER clauses, which observed metrics refuse; the
@@ -709,7 +713,9 @@ def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope,
     ``complete`` (complete_sql) are only counted: the few histories that have
     any look for those partitions afterwards, so that no check pays for a
     set built per row. The counts of transactions and pipelines only where
-    the scope has them (``MessageCounts`` has them 0 otherwise).
+    the scope has them (``MessageCounts`` has them 0 otherwise); so with
+    ``complete_c`` (complete_sql of the read_committed read-back) for the
+    transactional sends.
     """
     def when(value: str) -> str:
         return f"CASE WHEN {counted} THEN {value} END"
@@ -727,22 +733,25 @@ def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope,
         f"count_if({counted} AND status = {OK} AND `partition` IS NULL) AS no_partition",
         f"coalesce(sum({when('n_live_ungrouped')}), 0) AS ungrouped_live_reads",
         f"count_if({counted} AND n_sends > 0 AND {outside_complete_sql(complete)}) AS outside_complete",
+        *([f"count_if({counted} AND n_sends > 0 AND txn IS NOT NULL AND {outside_complete_sql(complete_c)}) "
+           "AS outside_complete_c"] if scope.txn else []),
         *([f"coalesce(sum({when('pipe_unprocessed')}), 0) AS pipeline_unprocessed",
            f"coalesce(sum({when('pipe_unverifiable')}), 0) AS pipeline_unverifiable"] if scope.pipelines else []),
         "min(`partition`) AS partition_min", "max(`partition`) AS partition_max",
     ]
 
 
-def fast_message_metrics(complete: str, scope: Scope) -> list[str]:
+def fast_message_metrics(complete: str, scope: Scope, complete_c: str = "false") -> list[str]:
     """``message_metrics`` of ``fast_messages``: the unambiguous rows, and how many are ambiguous."""
     return [*message_metrics("bit_count(skipped_mask)", "bit_count(redelivered_mask)", complete, scope,
-                             "NOT ambiguous"),
+                             "NOT ambiguous", complete_c),
             "count_if(ambiguous) AS ambiguous"]
 
 
-def exact_message_metrics(complete: str, scope: Scope) -> list[str]:
+def exact_message_metrics(complete: str, scope: Scope, complete_c: str = "false") -> list[str]:
     """``message_metrics`` of rows in the MESSAGE_COLUMNS layout (none ambiguous)."""
-    return [*message_metrics("size(skipped)", "size(redelivered)", complete, scope), "0L AS ambiguous"]
+    return [*message_metrics("size(skipped)", "size(redelivered)", complete, scope, complete_c=complete_c),
+            "0L AS ambiguous"]
 
 
 def position_metrics(complete: str) -> list[str]:
@@ -801,9 +810,11 @@ class PositionCounts:
 # --- by transaction -----------------------------------------------------------------------------------
 
 # SQL over a txns row (outcome, intent: OUTCOME_CODES, INTENT_CODES): 0 committed, 1 aborted, 2 unknown after the
-# application asked to commit (it may have committed), 3 unknown otherwise (it never committed). A transaction with
-# sends but no txns line is unknown too, and may have committed (the reference's may_commit).
-TXN_CODE = "CAST(CASE outcome WHEN 0 THEN 0 WHEN 1 THEN 1 ELSE CASE WHEN intent = 0 THEN 2 ELSE 3 END END AS TINYINT)"
+# application asked to commit or with no intent field (it may have committed), 3 unknown otherwise (it never asked to
+# commit). A transaction with sends but no txns line is unknown too, and may have committed (the reference's
+# may_commit).
+TXN_CODE = ("CAST(CASE outcome WHEN 0 THEN 0 WHEN 1 THEN 1 ELSE "
+            f"CASE WHEN intent IN (0, {INTENT_UNKNOWN_CODE}) THEN 2 ELSE 3 END END AS TINYINT)")
 COMMITTED_CODE, ABORTED_CODE = 0, 1
 
 

@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from checkers.anomalies import CUT_SHORT_NOTE
-from checkers.history import parse_read, parse_send, parse_txn
+from checkers.history import INTENT_UNKNOWN, parse_read, parse_send, parse_txn
 from rundir.documents import committed_offsets, final_read_completeness, read_events
 from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE, require_history
 from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, HistoryError, LineRules
 
-from spark_analysis.encode import INTENT_CODES, OUTCOME_CODES
+from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,7 +111,8 @@ def _read_row(r: Any) -> dict[str, Any]:
 
 def _txn_row(t: Any) -> dict[str, Any]:
     return {"producer": t.producer, "txn": t.txn, "outcome": OUTCOME_CODES.index(t.outcome),
-            "intent": None if t.intent is None else INTENT_CODES.index(t.intent)}
+            "intent": None if t.intent is None else INTENT_UNKNOWN_CODE if t.intent == INTENT_UNKNOWN
+            else INTENT_CODES.index(t.intent)}
 
 
 def _null(column: str) -> str:
@@ -207,7 +208,9 @@ TXNS = FileKind(
         "producer": "try_variant_get(j.producer, '$', 'string')",
         "txn": "j.txn",
         "outcome": _codes("j.outcome", OUTCOME_CODES),
-        "intent": _codes("try_variant_get(j.intent, '$', 'string')", INTENT_CODES),
+        # a missing field (SQL null; a JSON null is a VOID variant): not known what the application asked for
+        "intent": f"CASE WHEN j.intent IS NULL THEN CAST({INTENT_UNKNOWN_CODE} AS TINYINT) ELSE "
+                  + _codes("try_variant_get(j.intent, '$', 'string')", INTENT_CODES) + " END",
     },
     output_types={"producer": "string", "txn": "bigint", "outcome": "tinyint", "intent": "tinyint"},
     parse=parse_txn,

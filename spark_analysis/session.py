@@ -28,10 +28,9 @@ if TYPE_CHECKING:  # pyspark is imported only when the Spark engine is used: it 
 # In local mode the executor lives inside the driver JVM, so this is the whole checker's heap; the parsed
 # history is cached compressed and spills to disk, so 10 million sends with their reads fit.
 DRIVER_MEMORY = "3g"
-# bytes of JSON lines (history_bytes). Below it, no generated code and no adaptive plans: cheaper only while the
-# JVM's start dominates. A real run's first 13 / 26 MB: cold checks 6.6 / 8.1 s small against 6.9 / 7.4 s
-# medium; checks after a warm-up (warm.py) 4.2-4.5 / 5.3-5.7 s against 3.1-4.2 / 3.7-4.3; at 107 MB 13-14 s
-# against 5-6 (benchmarks/README.md). It was 64 MB when the size also counted the forensics' files.
+# bytes of JSON lines (history_bytes: sends, reads, events, txns; not the forensics' files, which the check does
+# not read). Below it, no generated code and no adaptive plans: cheaper only while the JVM's start dominates, which
+# a warm session's check no longer pays, hence a bound this low (the figures: benchmarks/README.md).
 SMALL_HISTORY = 16 * 2 ** 20
 # A small history: most of its check is starting the JVM, warming up the JIT and compiling generated Java. C1
 # only, and the serial collector (no G1 worker threads to start); big checks keep C2 and G1, which pay back.

@@ -1,15 +1,14 @@
 """The checker's session, started and warmed while a run settles, so that the run's check begins warm.
 
-A check in a fresh driver JVM pays for starting the session (~1.5 s) and
-for its first jobs running cold: code generation, class loading and the JIT
-(a ~300k-send nightly run: 5.9 s cold, 3.0 s when the JVM has checked
-something before). A run's settling is time it waits anyway, with the
+A check in a fresh driver JVM pays for starting the session and for its
+first jobs running cold: code generation, class loading and the JIT (what
+that costs a nightly run: benchmarks/README.md). A run's settling is time it waits anyway, with the
 cluster healthy again: ``kchaos run`` starts the session there, sized for
 the history the run is expected to have, and checks a small made-up run in
 it (the class archive's, spark_analysis/make_class_archive.py). The run's
 own check then takes that session (``session()`` waits for the warm-up).
-A warm-up that fails only costs its time: the check starts a session of its
-own, as it always did.
+A warm-up that fails only costs its time: the check then starts a session
+of its own.
 """
 
 from __future__ import annotations

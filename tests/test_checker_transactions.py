@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from checkers.anomalies import ANOMALIES, COUNTS, Promises, promises_from_scenario
-from checkers.history import read_history
+from checkers.history import INTENT_UNKNOWN, read_history
 from checkers.reference import check
 from rundir.lines import HistoryError
+from verdicts.expect import assess
 from test_checker_reference import TOPIC, committed, final_read, make_run, read, send, write_jsonl
 
 OUT = "t.out"
@@ -122,6 +123,29 @@ def commit_timed_out() -> dict[str, Any]:
     }
 
 
+def intent_absent_or_null() -> dict[str, Any]:
+    """Two transactions of unknown outcome, both read by the committed read-back: txn 0's line has no intent field
+    (written by another tool: it may have committed), txn 1's says null (the application never asked to commit)."""
+    unknown = txn("p0", 0, "unknown")
+    del unknown["intent"]
+    return {
+        "sends": [tsend("p0", 0, 0), tsend("p0", 1, 0, offset=1), tsend("p0", 2, 1, offset=2)],
+        "reads": [uread("p0", 0, 0), uread("p0", 1, 1), uread("p0", 2, 2),
+                  cread("p0", 0, 0), cread("p0", 1, 1), cread("p0", 2, 2)],
+        "events": final_reads(high_watermark=3),
+        "txns": [unknown, txn("p0", 1, "unknown", intent=None)],
+    }
+
+
+def no_committed_read_back() -> dict[str, Any]:
+    """The run stopped between the two read-backs: the read_uncommitted one finished, the read_committed one left
+    no final-read event (nor reads), so it proved nothing about the committed messages of partition 0."""
+    case = committed_and_aborted()
+    case["reads"] = [r for r in case["reads"] if r.get("isolation") != "read_committed"]
+    case["events"] = [e for e in case["events"] if e.get("isolation") != "read_committed"]
+    return case
+
+
 def lost_commit() -> dict[str, Any]:
     """A committed transaction whose messages are in the log but invisible to read_committed: lost (not torn)."""
     return {
@@ -193,6 +217,8 @@ CASES = {
     "commit_timed_out": commit_timed_out,
     "group_skips_nothing_aborted": group_skips_nothing_aborted,
     "lost_commit": lost_commit,
+    "intent_absent_or_null": intent_absent_or_null,
+    "no_committed_read_back": no_committed_read_back,
     "torn": torn,
     "torn_aborted": torn_aborted,
     "torn_unverifiable": torn_unverifiable,
@@ -272,6 +298,36 @@ def test_an_incomplete_committed_read_back_judges_neither_torn_nor_lost(tmp_path
     assert results["counts"]["lost_unverifiable"] == 1
     assert results["final_read_complete"] is False
     assert results["incomplete_partitions"] == [[TOPIC, 1]]
+
+
+def test_a_txns_line_without_intent_may_have_committed_and_a_null_one_never_did(tmp_path: Path) -> None:
+    results = run(tmp_path, intent_absent_or_null())
+    assert nonzero(results) == {"aborted_read": 1}  # txn 1's message only
+    [example] = results["examples"]["aborted_read"]
+    assert (example["producer"], example["seq"]) == ("p0", 2)
+    history = read_history(tmp_path / "history")
+    assert [t.intent for t in history.txns] == [INTENT_UNKNOWN, None]
+
+
+def test_a_missing_read_committed_read_back_is_an_incomplete_one(tmp_path: Path) -> None:
+    results = run(tmp_path, no_committed_read_back())
+    assert nonzero(results) == {}
+    assert results["counts"]["lost_unverifiable"] == 2  # txn 0's two committed messages
+    assert results["final_read_complete"] is False
+    assert results["incomplete_partitions"] == [[TOPIC, 0]]
+    assert results["unread_committed_partitions"] == [[TOPIC, 0]]
+    assessment = assess(None, results)
+    assert (assessment.outcome, assessment.exit_code) == ("not judged", 2)
+    [why] = assessment.not_judged
+    assert "the read_committed read-back left no final-read event for 1 partition with transactional sends" in why
+    assert "2 acknowledged messages not found there" in why
+
+
+def test_an_explicitly_incomplete_read_committed_read_back_is_not_said_to_be_missing(tmp_path: Path) -> None:
+    results = run(tmp_path, torn_unverifiable())
+    assert results["unread_committed_partitions"] == []
+    [why] = assess(None, results).not_judged
+    assert "the final read of 1 partition did not reach the high watermark" in why and "no final-read" not in why
 
 
 @pytest.mark.parametrize("name, found", [

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from catalogue.exits import HarnessError
 from checkers.reference import check_run
 from clusters.cluster import Cluster
 from faults.base import FaultError
@@ -17,7 +18,6 @@ from faults.client_crash import ClientCrashFault
 from faults.registry import FAULTS
 from faults.schedule import FaultPlan, Nemesis
 from faults.targets import CLIENT_TARGETS, TARGETS, choose_clients
-from harness.errors import HarnessError
 from harness.scenario import load_scenario
 from rundir.layout import RunDir
 from workloads.client import Client, Library

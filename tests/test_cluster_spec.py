@@ -9,6 +9,7 @@ import docker.errors
 import pytest
 from confluent_kafka import KafkaError
 
+from catalogue.exits import HarnessError
 from clusters import config
 from clusters.cluster import unknown_topic
 from clusters.node import freeze_refused
@@ -17,7 +18,6 @@ from clusters.image import kafka_tag, uses_log4j2
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
 from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import ask_again
-from harness.errors import HarnessError
 from harness.scenario import load_scenario
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from catalogue.faults import FAULT_KINDS
 from faults.base import Fault, FaultError
 from faults.schedule import SAME, FaultPlan, Nemesis
 from rundir.layout import RunDir
@@ -45,7 +46,7 @@ def test_fault_options_are_checked() -> None:
         PartitionFault.check_options({"mode": "sideways"})
     with pytest.raises(FaultError, match="kill has no option rate"):
         FAULTS["kill"].check_options({"rate": "1mbit"})
-    assert set(FAULTS) == {"kill", "pause", "partition", "power-loss", "slow-network", "disk-full", "client-crash"}
+    assert set(FAULTS) == set(FAULT_KINDS)
 
 
 # --- composed faults: a fault inside another ------------------------------------------------------------

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
-from workloads.java_client import check_config, ensure_built, java_command
+from clusters.java_build import ensure_built
+from workloads.java_client import check_config, java_command
 from workloads.protocol import STOP, Completed, Hello, Invoked, Withdrawn, parse
 
 VERSIONS = [DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4]

@@ -1,6 +1,8 @@
 """The offline stages stand alone: `kchaos check`, `report`, `forensics` and `matrix` need no cluster library, the
-room (rundir/, verdicts/, checkers/, forensics/) imports nothing of the stages that run clusters, and no module of the
-project imports another in a circle or takes another's private names."""
+room (rundir/, verdicts/, checkers/, forensics/) imports nothing of the stages that run clusters, no module of the
+project imports another in a circle or takes another's private names, and package imports point one way, down the
+data flow (DESIGN.md, "Layout"): a package imports only packages below it, and the catalogue at the bottom imports
+nothing of kchaos."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from pathlib import Path
 from test_verdict import ten_acks_read_back_to
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkers", "clusters", "faults", "forensics", "harness", "rundir", "spark_analysis", "verdicts",
-            "workloads")
+PACKAGES = ("catalogue", "checkers", "clusters", "faults", "forensics", "harness", "rundir", "spark_analysis",
+            "verdicts", "workloads")
+# The stages bottom to top, in the order data flows through them: a package may import only packages before it here.
+STAGES = ("catalogue", "rundir", "clusters", "workloads", "faults", "checkers", "spark_analysis", "forensics",
+          "verdicts", "harness")
 OFFLINE = ("rundir", "verdicts", "checkers", "forensics")
 ONLINE = ("clusters", "workloads", "faults")
 CLUSTER_LIBRARIES = ("docker", "confluent_kafka", "testcontainers")
@@ -147,6 +152,56 @@ def test_no_module_takes_another_modules_private_names() -> None:
     taken = [(name, module, n) for name, tree in trees.items() for module, names in imports(tree, set(trees))
              for n in names if n.startswith("_") and module != name]
     assert taken == []
+
+
+def source_path(module: str) -> str:
+    """The file of a project module, relative to the repository (a package's is its __init__.py)."""
+    path = module.replace(".", "/")
+    return f"{path}/__init__.py" if (REPO / path).is_dir() else f"{path}.py"
+
+
+def upward_imports(trees: dict[str, ast.Module]) -> list[str]:
+    """``file:line imports module`` for every import, anywhere in a module (functions and TYPE_CHECKING blocks
+    too), of a package above the module's own in STAGES."""
+    found = []
+    for name, tree in trees.items():
+        own = STAGES.index(name.split(".")[0])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported = [node.module]
+            else:
+                continue  # a relative import stays in its own package
+            found += [f"{source_path(name)}:{node.lineno} imports {m} ({m.split('.')[0]} is above {STAGES[own]})"
+                      for m in imported if m.split(".")[0] in STAGES and STAGES.index(m.split(".")[0]) > own]
+    return found
+
+
+def test_every_package_has_a_place_in_the_stage_order() -> None:
+    assert sorted(STAGES) == sorted(PACKAGES)
+    assert sorted(p.parent.name for p in REPO.glob("*/__init__.py")) == sorted(PACKAGES)
+
+
+def test_every_package_imports_only_packages_below_it() -> None:
+    assert upward_imports(sources()) == []
+
+
+def test_the_catalogue_imports_nothing_of_kchaos() -> None:
+    trees = sources()
+    modules = set(trees)
+    taken = [f"{source_path(name)} imports {m}" for name, tree in trees.items() if name.split(".")[0] == "catalogue"
+             for m, _ in imports(tree, modules) if m.split(".")[0] != "catalogue"]
+    assert taken == []
+
+
+def test_the_stage_order_check_finds_an_upward_import() -> None:
+    trees = {"clusters.fake": ast.parse("import os\nfrom rundir.layout import RunDir\n\n"
+                                        "def f():\n    from workloads.java_client import java_command\n"),
+             "verdicts.fake": ast.parse("import harness.errors\nfrom catalogue import exits\n")}
+    assert upward_imports(trees) == [
+        "clusters/fake.py:5 imports workloads.java_client (workloads is above clusters)",
+        "verdicts/fake.py:1 imports harness.errors (harness is above verdicts)"]
 
 
 def test_the_cycle_finder_finds_a_circle() -> None:

@@ -1,10 +1,10 @@
-"""harness/phases.py: the phases line `kchaos run` prints and the nightly reads back."""
+"""rundir/phases.py: the phases line `kchaos run` prints and the nightly reads back."""
 
 from __future__ import annotations
 
 import time
 
-from harness.phases import PhaseTimer, parse_phases
+from rundir.phases import PhaseTimer, parse_phases
 
 
 def test_a_phase_started_again_adds_to_its_total_and_the_line_reads_back() -> None:

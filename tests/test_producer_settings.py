@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from catalogue.producer_settings import effective_producer, producer_config
 from checkers.anomalies import Promises, promises_from_scenario
-from checkers.producer_settings import effective_producer, producer_config
 
 
 @pytest.mark.parametrize("config, client, idempotent, in_flight", [

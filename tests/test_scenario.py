@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from catalogue.exits import HarnessError
 from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from harness.scenario import load_scenario
 

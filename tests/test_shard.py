@@ -16,12 +16,12 @@ import docker
 
 import pytest
 
+from catalogue.exits import HarnessError
 from harness.cli import main
 from clusters.node import LABEL_CLUSTER, LABEL_WORKDIR
 from harness.nightly import RUN_STOP_TIMEOUT_S, Variant, nightly, nightly_scenarios
 from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, parse_shard, partition
-from harness.errors import HarnessError
 from rundir.layout import INDEX, NIGHTLY_LOGS
 from verdicts.junit import TIMINGS, Outcome, load_outcomes, load_shards, save_outcome, save_shard, save_timings
 from test_report import Dom, make_run

@@ -873,3 +873,52 @@ def test_literal_tables_hold_any_name_and_number(spark: Any) -> None:
     assert empty.dtypes == [("pid", "int"), ("producer", "string")] and empty.count() == 0
     assert table.filter(sql_in("producer", names[2:4])).select("pid").collect() == [(2,), (3,)]
     assert table.filter(sql_in("producer", [])).count() == 0
+
+
+# --- the breakdown per partition and per fault (checkers/breakdown.py) ----------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous"])
+def test_the_breakdown_agrees(spark: Any, both_formats: str, tmp_path: Path, variant: str) -> None:
+    from test_breakdown import FAULTED_EXPECTED, FAULTS
+
+    h = _ranges_variant(variant)
+    h["events"] = h["events"] + FAULTS
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
+    if variant != "ambiguous":  # there the duplicate counts in both partitions it was read in
+        assert results["breakdown"]["faults"] == FAULTED_EXPECTED
+    assert results["breakdown"]["lost_divergent"] == 1
+
+
+def test_the_breakdown_of_unverifiable_acks_agrees(spark: Any, tmp_path: Path) -> None:
+    sends = [send("p0", 0), send("p0", 1), send("p0", 2, partition=1), send("p0", 3, status="fail", partition=2),
+             send("p0", 4, status="fail", partition=None), send("p0", 5, partition=None)]
+    results = agree(spark, run_dir(tmp_path, sends=sends, reads=[read("p0", 0, 0)], events=[
+        final_read(0, high_watermark=2, complete=False), final_read(3, high_watermark=0)]))
+    assert [r["partition"] for r in results["breakdown"]["partitions"]] == [0, 1, 2, 3, None]
+
+
+def test_the_fault_sql_is_the_fault_clock(spark: Any) -> None:
+    from checkers.breakdown import FaultClock
+    from spark_analysis.anomaly_ranges import fault_sql
+
+    windows = [{"start_ns": 0, "end_ns": 10}, {"start_ns": 15, "end_ns": None}, {"start_ns": 15, "end_ns": 20},
+               {"start_ns": 25, "end_ns": 30}, {"start_ns": 40, "end_ns": 50}, {"start_ns": None, "end_ns": 5}]
+    windows.sort(key=lambda w: w["start_ns"] or 0)
+    times = [None, *range(-5, 60)]
+    got = spark.createDataFrame([(t,) for t in times], "t bigint").selectExpr(
+        "t", f"{fault_sql(windows, 't')} AS f").collect()
+    clock = FaultClock(windows)
+    assert {r["t"]: r["f"] for r in got} == {t: clock.after(t) for t in times}
+    assert spark.sql(f"SELECT {fault_sql([], 'CAST(1 AS BIGINT)')} AS f").collect()[0]["f"] is None
+
+
+def test_spark_reads_a_missing_intent_as_unknown_and_a_missing_committed_read_back_as_incomplete(
+        spark: Any, both_formats: str, tmp_path: Path) -> None:
+    """The two truth leftovers on Spark itself (beside agreeing with the reference)."""
+    results = spark_checker.check_run(txn_run(tmp_path / "intent", TXN_CASES["intent_absent_or_null"]()), spark)
+    assert {a: n for a, n in results["counts"].items() if n and a in ("aborted_read", "torn_transaction")} == {
+        "aborted_read": 1}
+    results = spark_checker.check_run(txn_run(tmp_path / "unread", TXN_CASES["no_committed_read_back"]()), spark)
+    assert results["final_read_complete"] is False and results["counts"]["lost_unverifiable"] == 2
+    assert results["unread_committed_partitions"] == [["t", 0]] == results["incomplete_partitions"]

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from harness.cli import main
+from rundir.versions import kchaos_version
 from verdicts.matrix import find_runs
 from verdicts.junit import Outcome, junit_xml
-from harness.versions import kchaos_version
 from test_checker_reference import final_read, read, send, write_jsonl
 
 RUN_STAMP = "20260101T000000.000000Z"
@@ -65,6 +65,25 @@ def test_an_incomplete_read_back_does_not_pass_an_expectation_it_could_break(
     assert cell_run.verdict == "unjudged"
     junit = junit_xml([Outcome("s", run, code, 1.0, out)]).getroot()
     assert junit.get("errors") == "1" and junit.find(".//error") is not None
+
+
+@pytest.mark.parametrize("engine", ["python", "spark"])
+def test_a_transactional_run_without_its_read_committed_read_back_is_not_judged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """The read_uncommitted read-back finished and the read_committed one left nothing: the committed messages
+    were never verified, so valid is not claimed (exit 2), and the reason line says why."""
+    sends = [{**send("p0", i), "txn": 0} for i in range(3)]
+    run = run_dir(tmp_path, sends, [{**read("p0", i, i), "isolation": "read_uncommitted"} for i in range(3)],
+                  [{**final_read(high_watermark=4), "isolation": "read_uncommitted", "time_ns": 2_500_000_000}])
+    write_jsonl(run / "history" / "txns.jsonl", [{"producer": "p0", "txn": 0, "outcome": "committed",
+                                                  "intent": "commit"}])
+    code, out, _ = check(run, capsys, engine)
+    assert code == 2, out
+    assert "verdict: valid; expectations not judged: valid not judged: the read_committed read-back left no " \
+           "final-read event for 1 partition with transactional sends" in out
+    results = json.loads((run / "results.json").read_text())
+    assert results["counts"]["lost_unverifiable"] == 3 and results["final_read_complete"] is False
+    assert results["unread_committed_partitions"] == [["t", 0]] and results["exit_code"] == 2
 
 
 def test_a_complete_run_meets_its_expectation_and_says_what_ran(tmp_path: Path,

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID
-from checkers.anomalies import ANOMALIES
+from catalogue.anomalies import ANOMALIES, ANOMALY_LIST, UNBOUNDED
+from catalogue.exits import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID
 
 OPS: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq, "=": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -28,17 +28,13 @@ MET, UNMET, NOT_JUDGED = "met", "unmet", "not judged"
 EXPECTABLE = ("valid", *ANOMALIES, "acked", "failed", "indeterminate")
 EXPECTATION = re.compile(r"^\s*(==|>=|<=|>|<|=)?\s*(\d+)\s*$")
 
-# Counts that messages beyond an incomplete read-back could only raise, and by how much: lost (and
-# lost_after_read) by at most the acknowledged messages not found there (lost_unverifiable), pipeline_lost by
-# the processed inputs whose output was not found there (pipeline_unverifiable); the rest by any amount.
-RAISED_BY_UNVERIFIED = {"lost": "lost_unverifiable", "lost_after_read": "lost_unverifiable",
-                        "pipeline_lost": "pipeline_unverifiable"}
-# The workload role whose client an anomaly is about (an expectation keyed by client picks by it); the rest are
-# the producers'.
-ROLE_OF = {"consumer_skipped": "consumers", "consumer_redelivered": "consumers", "pipeline_lost": "pipeline",
-           "pipeline_duplicated": "pipeline"}
-RAISED_WITHOUT_BOUND = ("duplicated", "unexpected", "failed_but_present", "divergent", "consumer_skipped",
-                        "aborted_read", "torn_transaction", "pipeline_duplicated")
+# Counts that messages beyond an incomplete read-back could only raise (the catalogue's ``unverified``): by at most
+# the count named (lost by the acknowledged messages not found there, lost_unverifiable), or by any amount.
+RAISED_BY_UNVERIFIED = {a.name: a.unverified for a in ANOMALY_LIST if a.unverified not in (None, UNBOUNDED)}
+RAISED_WITHOUT_BOUND = tuple(a.name for a in ANOMALY_LIST if a.unverified == UNBOUNDED)
+# The workload role whose client an anomaly is about (an expectation keyed by client picks by it); the tallies
+# are the producers'.
+ROLE_OF = {a.name: a.role for a in ANOMALY_LIST}
 
 
 @dataclass
@@ -82,9 +78,16 @@ def unverified(results: dict[str, Any]) -> tuple[int, str] | None:
     counts = results.get("counts") or {}
     if results.get("final_read_complete", True):
         return None
-    parts = len(results.get("incomplete_partitions") or [])
-    return (int(counts.get("lost_unverifiable", 0)),
-            f"the final read of {parts} partition{'s' if parts != 1 else ''} did not reach the high watermark")
+    unread = {tuple(p) for p in results.get("unread_committed_partitions") or [] if isinstance(p, list)}
+    short = len({tuple(p) for p in results.get("incomplete_partitions") or [] if isinstance(p, list)} - unread)
+    why = []
+    if short or not unread:
+        why.append(f"the final read of {short} partition{'s' if short != 1 else ''} did not reach the high watermark")
+    if unread:
+        n = len(unread)
+        why.append(f"the read_committed read-back left no final-read event for {n} partition{'s' if n != 1 else ''} "
+                   "with transactional sends, so it proved nothing about their committed messages")
+    return int(counts.get("lost_unverifiable", 0)), "; ".join(why)
 
 
 def unverified_text(missing: tuple[int, str]) -> str:

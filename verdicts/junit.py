@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
+from catalogue.exits import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, HarnessError
 
 UNMET_LINE = re.compile(r"^verdict: .*$", re.MULTILINE)
 LOG_TAIL = 6000

@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness.errors import EXIT_VALID, HarnessError
+from catalogue.exits import EXIT_VALID, HarnessError
 from rundir.layout import CLUSTER, NIGHTLY_LOGS, RESULTS, SCENARIO, RunDir
 from verdicts.junit import (OUTCOME_SUFFIX, SHARD_SUFFIX, append_step_summary, clear_outcomes, load_outcomes,
                             load_shards, outcome_records, save_timings, step_summary, write_junit)

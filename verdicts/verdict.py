@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from catalogue.exits import EXIT_HARNESS, HarnessError
 from checkers.anomalies import summary_keys
 from forensics.command import explain_run, explained_line
-from harness.errors import EXIT_HARNESS, HarnessError
-from harness.phases import PhaseTimer
-from harness.versions import kchaos_version
-from rundir.documents import read_events, read_scenario, write_results
+from rundir.documents import compose_results, read_events, read_scenario, write_results
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
+from rundir.phases import PhaseTimer
+from rundir.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
 from verdicts.expect import NOT_JUDGED, Assessment, assess
 from verdicts.report import write_report
@@ -80,21 +80,21 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     try:
         with timer.phase("check"):
             run.require()
-            results = check_run_with(engine, run_dir, spark_master, spark=spark)
+            checked = check_run_with(engine, run_dir, spark_master, spark=spark)
         scenario = read_scenario(run)
-        results.update(run_record(run, scenario))
+        record = run_record(run, scenario)
     except HistoryError as e:
         raise HarnessError(str(e)) from None
+    explained, notes = None, []
     try:  # the chains add to the verdict, never decide it: a broker-events file that cannot be read is a note
         with timer.phase("chains"):
-            explained = explain_run(run, results)
-        if explained is not None:
-            results["forensics"] = explained
+            explained = explain_run(run, checked)
     except HistoryError as e:
-        results.setdefault("notes", []).append(f"no causal chains: {e}")
-    assessment = assess((scenario or {}).get("expect"), results, scenario)
-    results["expectations"] = assessment.as_json()
-    results["exit_code"] = assessment.exit_code
+        notes.append(f"no causal chains: {e}")
+    assessment = assess((scenario or {}).get("expect"), compose_results(checked, record, explained, notes=notes),
+                        scenario)
+    results = compose_results(checked, record, explained,
+                              {"expectations": assessment.as_json(), "exit_code": assessment.exit_code}, notes)
     with timer.phase("report"):
         write_results(run, results)
         report = write_report(run, results, scenario, assessment)

@@ -35,6 +35,8 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaEr
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from catalogue.history import PIPELINE_READ_FIELDS, READ_FIELDS
+from rundir.records import head, ordered, template
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientIdentity, ClientProcess, Library, WorkloadError
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
@@ -43,8 +45,8 @@ from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse
 
 CommitMode = Literal["auto", "manual"]
 Isolation = Literal["read_committed", "read_uncommitted"]
-# librdkafka's isolation.level when none is set (measured with librdkafka 2.16: an open transaction's
-# records are not delivered, and get_watermark_offsets answers the last stable offset)
+# librdkafka's isolation.level when none is set (with librdkafka 2.16 an open transaction's records are not
+# delivered, and get_watermark_offsets answers the last stable offset)
 DEFAULT_ISOLATION: Isolation = "read_committed"
 # each client's own default: the Java consumer reads uncommitted unless told otherwise
 DEFAULT_ISOLATIONS: dict[Library, Isolation] = {"librdkafka": DEFAULT_ISOLATION, "java": "read_uncommitted"}
@@ -52,15 +54,14 @@ FINAL_READERS: dict[Isolation, str] = {"read_uncommitted": "final-reader", "read
 LISTING = {"read_committed": IsolationLevel.READ_COMMITTED, "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}
 BATCH = 500
 # How long librdkafka waits before it fetches again for a partition whose local queue is full (queued.min.messages,
-# 100k records): its default, 1 s, held a consumer to ~127k records/s with the CPU idle, and 0 makes its threads
-# spin a whole core while the application is slow (9.2-9.8 CPU s in 10 s); at 100 ms a consumer that keeps
-# up read ~390-400k records/s and one that sleeps used 0.02-0.03 CPU s in 10 s (benchmarks/README.md). The Java consumer
-# has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
+# 100k records): its default, 1 s, leaves a consumer that keeps up idle between fetches, and 0 makes its threads
+# spin a whole core while the application is slow; 100 ms does neither (the figures: benchmarks/README.md,
+# "Figures moved out of the code"). The Java consumer has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
 # consumers take it unless the scenario's config sets the key, and the read-back always.
 FETCH_BACKOFF = {"fetch.queue.backoff.ms": 100}
 BATCH_DONE_LINE = BATCH_DONE.encode()
-# the read-back's consume() size: on one cluster and topic (1.26M records), 10,000 read 473-474k records/s, 2,000
-# 510-517k and 500 548-570k (first to last read, two rounds): a smaller batch's messages and lines stay in the cache
+# the read-back's consume() size: small enough that a batch's messages and lines stay in the CPU's cache while
+# they are formatted (the sizes compared: benchmarks/README.md)
 READ_BACK_BATCH = 500
 SLICE_MS = 100          # processed records reach the harness at least this often
 STOP_MARGIN_S = 30      # beyond one batch's processing, before a stopping consumer is killed
@@ -97,6 +98,7 @@ def librdkafka_consumer_identity(settings: dict[str, Any]) -> dict[str, Any]:
 
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, time_ns: int,
                 isolation: Isolation) -> dict[str, Any]:
+    """A reads.jsonl line's record, its fields in the catalogue's order."""
     value = msg.value()
     producer, seq = decode(value)
     record = {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
@@ -105,14 +107,33 @@ def read_record(msg: Message, consumer: str, group: str | None, phase: str, time
     from_producer, from_seq = decode_source(value)
     if from_producer is not None:  # a pipeline's output: which input it was made from
         record["from_producer"], record["from_seq"] = from_producer, from_seq
-    return record
+    return ordered(READ_FIELDS, record, PIPELINE_READ_FIELDS)
+
+
+def reader_constants(consumer: str, group: str | None, phase: str, topic: str,
+                     isolation: Isolation | None = None) -> dict[str, bytes]:
+    """The fields every reads.jsonl line of one reader shares, as JSON."""
+    constants = {"consumer": json_line(consumer), "group": json_line(group), "phase": json_line(phase),
+                 "topic": json_line(topic)}
+    return constants if isolation is None else {**constants, "isolation": json_line(isolation)}
 
 
 def read_line_head(consumer: str, group: str | None, phase: str, topic: str) -> bytes:
     """A reads.jsonl line up to its partition's value, as ``read_record`` orders the fields: the part every
-    line of one reader shares, for the hot paths that format lines from a record's fields."""
-    return b'{"consumer":%s,"group":%s,"phase":%s,"topic":%s,"partition":' % (
-        json_line(consumer), json_line(group), json_line(phase), json_line(topic))
+    line of one reader shares, by which the harness tells that reader's lines."""
+    return head(READ_FIELDS, reader_constants(consumer, group, phase, topic))
+
+
+def read_line(consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation, numbers: bytes,
+              source: bool = False) -> bytes:
+    """One reader's reads.jsonl line as a %-format of partition and offset (``numbers``: ``%d`` for ints,
+    ``%s`` for digits as bytes), producer and seq (JSON), time_ns (digits) and, with ``source``, from_producer
+    and from_seq (JSON): built once per reader from the catalogue's field order."""
+    placeholders = {"partition": numbers, "offset": numbers, "producer": b"%s", "seq": b"%s", "time_ns": b"%s"}
+    if source:
+        placeholders |= {"from_producer": b"%s", "from_seq": b"%s"}
+    return template((*READ_FIELDS, *PIPELINE_READ_FIELDS) if source else READ_FIELDS,
+                    reader_constants(consumer, group, phase, topic, isolation), placeholders)
 
 
 # a producer's value, b"<producer>:<seq>:<padding>" (messages.encode), whose line needs no dict: seq as JSON writes
@@ -129,16 +150,15 @@ class ReadLines:
 
     def __init__(self, consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation) -> None:
         self.consumer, self.group, self.phase, self.isolation = consumer, group, phase, isolation
-        self.head = read_line_head(consumer, group, phase, topic)
-        self.tail = b',"isolation":%s}' % json_line(isolation)
+        self.line = read_line(consumer, group, phase, topic, isolation, b"%d")
         self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
 
     def lines(self, msgs: list[Message], time_ns: int, high: dict[int, int] | None = None) -> list[bytes]:
         """The lines of records read at ``time_ns`` (errors skipped); with ``high``, only those below their
-        partition's high watermark. One loop with the constants bound once and one regex to take a value apart:
-        the whole Python cost a record (0.67 us, against 0.82 us with a call per record)."""
-        head, producers, slow, match = self.head, self.producers, self._slow_line, PLAIN_VALUE.match
-        tail = b',"time_ns":%d%s' % (time_ns, self.tail)
+        partition's high watermark. One loop with the constants bound once, one regex to take a value apart and
+        one format (read_line's) per record, and no call per record: this runs for every record read."""
+        line, producers, slow, match = self.line, self.producers, self._slow_line, PLAIN_VALUE.match
+        now = b"%d" % time_ns
         out: list[bytes] = []
         append = out.append
         for msg in msgs:
@@ -154,7 +174,7 @@ class ReadLines:
                 if known is None:
                     known = producers[producer] = self._producer_json(producer)
                 if known:
-                    append(b'%s%d,"offset":%d,"producer":%s,"seq":%s%s' % (head, partition, offset, known, seq, tail))
+                    append(line % (partition, offset, known, seq, now))
                     continue
             append(slow(msg, time_ns))
         return out
@@ -271,7 +291,8 @@ class ConsumerClient(ClientProcess):
         self.reads = reads
         self.processing_ms = processing_ms
         self.isolation = isolation
-        self._isolation_end = b',"isolation":%s}' % json_line(effective_isolation(config, isolation, client))
+        self._isolation: Isolation = effective_isolation(config, isolation, client)
+        self._lines: dict[str, tuple[bytes, bytes]] = {}  # process name -> its lines' head, and R lines' format
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0
@@ -295,22 +316,25 @@ class ConsumerClient(ClientProcess):
         """Processed records become live reads: a librdkafka process sends their reads.jsonl lines ready to write
         (checked to be this consumer's), the Java one ``R`` lines, formatted here from the protocol's fields.
         The ready lines are picked out first, in one pass: they are nearly all of a fast consumer's lines."""
-        head = read_line_head(name, self.group, "live", self.topic)
+        known = self._lines.get(name)
+        if known is None:
+            known = self._lines[name] = (read_line_head(name, self.group, "live", self.topic),
+                                         read_line(name, self.group, "live", self.topic, self._isolation, b"%s"))
+        head, read = known
         out = [line for line in lines if line.startswith(head)]
         if len(out) < len(lines):
-            self._other_lines([line for line in lines if not line.startswith(head)], head, out)
+            self._other_lines([line for line in lines if not line.startswith(head)], read, out)
         if out:
             self.reads.write_lines(out)
             self.count += len(out)
 
-    def _other_lines(self, lines: list[bytes], head: bytes, out: list[bytes]) -> None:
-        """``R`` lines become reads in ``out``; ``P`` and ``D`` count batches; anything else is a ProtocolError."""
+    def _other_lines(self, lines: list[bytes], read: bytes, out: list[bytes]) -> None:
+        """``R`` lines become reads in ``out`` (``read``: the format of this process's lines, read_line's);
+        ``P`` and ``D`` count batches; anything else is a ProtocolError."""
         for line in lines:
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
-                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s' % (
-                    head, partition, offset, self._producer_json(producer), as_json_int(seq), time_ns,
-                    self._isolation_end))
+                out.append(read % (partition, offset, self._producer_json(producer), as_json_int(seq), time_ns))
                 continue
             m = parse(line)
             if isinstance(m, Polled):
@@ -451,8 +475,8 @@ class ReaderClient(ClientProcess):
         self.on_identity = lambda name, identity: record_identity(history, name, self.role, identity)
         self.positions: dict[int, int] = {}
         self._exit: str | None = None
-        self._head = read_line_head(self.name, None, "final", topic)
-        self._end = b',"isolation":%s' % json_line(isolation)
+        self._read = read_line(self.name, None, "final", topic, isolation, b"%s")
+        self._read_from = read_line(self.name, None, "final", topic, isolation, b"%s", source=True)
 
     def spec(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "partitions": self.partitions,
@@ -479,15 +503,14 @@ class ReaderClient(ClientProcess):
             tag = line[:2]
             if tag == b"R ":
                 parts = line.split(b" ")
-                source = b""
-                if len(parts) == 8:
-                    source = b',"from_producer":%s,"from_seq":%s' % (json_line(parts[6].decode()),
-                                                                      as_json_int(parts[7]))
+                source: tuple[bytes, ...] = ()
+                if len(parts) == 8:  # a pipeline's output: the input it was made from follows
+                    source = (json_line(parts[6].decode()), as_json_int(parts[7]))
                     line = b" ".join(parts[:6])
                 partition, offset, producer, seq, time_ns = processed_fields(line)
-                out.append(b'%s%s,"offset":%s,"producer":%s,"seq":%s,"time_ns":%s%s%s}' % (
-                    self._head, partition, offset, b"null" if producer == b"-" else json_line(producer.decode()),
-                    as_json_int(seq), time_ns, self._end, source))
+                fields = (partition, offset, b"null" if producer == b"-" else json_line(producer.decode()),
+                          as_json_int(seq), time_ns, *source)
+                out.append((self._read_from if source else self._read) % fields)
             elif tag == b"F ":
                 _, partition, position = line.split(b" ")
                 self.positions[int(partition)] = int(position)

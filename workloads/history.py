@@ -3,12 +3,12 @@
 Lines are buffered in memory and written by a background thread at least
 once a second, so a harness killed mid-run leaves a readable history with at
 most the last second missing and at most one cut-off last line. ``close()``
-fsyncs. Field names follow the run-directory contract in DESIGN.md.
+fsyncs. Field names and their order are catalogue.history's (rundir/records.py
+makes the lines).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -17,19 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from rundir.layout import RunDir
+from rundir.records import event_record, json_line
 
 FLUSH_INTERVAL_S = 0.5
 FLUSH_SLICE = 4096  # lines joined into one write
-# one encoder for every line: json.dumps with separators builds a new one per call
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
 # librdkafka's own log lines (broker down, request timed out) go to Python
 # logging, not over the progress display; `kchaos -v` shows them.
 RDKAFKA_LOG = logging.getLogger("rdkafka")
-
-
-def json_line(value: Any) -> bytes:
-    """``value`` as compact JSON in UTF-8: a history line, or one field of a line formatted by hand."""
-    return _to_json(value).encode()
 
 
 class RunClock:
@@ -83,8 +77,9 @@ class HistoryWriter:
             self.lines += len(lines)
 
     def flush(self) -> None:
-        """Write the buffered lines, a slice of FLUSH_SLICE at a time: joining half a second of a fast reader's
-        lines (~300k, ~50 MB) at once, and copying it again to add the last newline, cost three times as much."""
+        """Write the buffered lines, a slice of FLUSH_SLICE at a time: half a second of a fast reader's lines
+        joined at once, and copied again to add the last newline, would be one large buffer built twice; a slice
+        stays small and the newline goes in with the join."""
         with self._lock:
             pending, self._pending = self._pending, []
         for i in range(0, len(pending), FLUSH_SLICE):
@@ -123,7 +118,8 @@ class History:
         self.txns = HistoryWriter(run.txns) if transactions else None
 
     def event(self, kind: str, **fields: Any) -> None:
-        self.events.write({"kind": kind, **fields})
+        """An events.jsonl line, its fields in the catalogue's order (ValueError for one it does not list)."""
+        self.events.write(event_record(kind, fields))
 
     def close(self) -> None:
         for writer in (self.sends, self.reads, self.events, self.txns):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalogue.history import TXN_FIELDS
+from rundir.records import ordered
 from workloads.protocol import ProtocolError
 
 
@@ -104,5 +106,7 @@ class Transactions:
 
 
 def txn_line(producer: str, txn: OpenTxn, outcome: str, complete_ns: int, error: str | None) -> dict[str, Any]:
-    return {"producer": producer, "txn": txn.txn, "outcome": outcome, "intent": txn.intent, "error": error,
-            "invoke_ns": txn.invoke_ns, "complete_ns": complete_ns, "begin_ns": txn.begin_ns}
+    """A txns.jsonl line, its fields in the catalogue's order."""
+    return ordered(TXN_FIELDS, {"producer": producer, "txn": txn.txn, "outcome": outcome, "intent": txn.intent,
+                                "error": error, "invoke_ns": txn.invoke_ns, "complete_ns": complete_ns,
+                                "begin_ns": txn.begin_ns})

@@ -19,11 +19,9 @@ of the pipeline group) and the transactional producer's for its output
 ``J <seq> <from_producer> <from_seq> <invoke_ns>`` instead of ``I`` so the
 harness knows which input each output was made from.
 
-Measured (3 brokers on 2 cores, librdkafka 2.16): a transaction costs about
-110 ms whatever its size (~50 ms of it for librdkafka to register the
-output partitions before anything is delivered), so the pipeline moves ~850
-records/s in batches of 100, ~4,000/s in batches of 500, ~19,000/s in
-batches of 2,000.
+A transaction costs about the same whatever its size (librdkafka registers
+the output partitions before anything is delivered), so ``batch`` sets the
+pipeline's throughput (benchmarks/README.md, "Figures moved out of the code").
 """
 
 from __future__ import annotations
@@ -40,6 +38,8 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, ConsumerGroupTopicParti
 from confluent_kafka.admin import AdminClient
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
+from catalogue.history import PIPELINE_SEND_FIELDS, SEND_FIELDS
+from rundir.records import ordered, template
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import Library
 from workloads.consumer import (ConsumerClient, Isolation, end_offsets, librdkafka_consumer_settings,
@@ -47,31 +47,18 @@ from workloads.consumer import (ConsumerClient, Isolation, end_offsets, librdkaf
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
-from workloads.producer import (STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity, outcome,
-                                producer_settings, txn_json)
-from workloads.protocol import (BATCH_DONE, NULL, ProtocolError, TxnBegun, as_json_int, completed, completed_fields,
-                                parse, polled, processed, txn_begun, txn_outcome, txn_requested)
+from workloads.producer import (SEND_PLACEHOLDERS, STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity,
+                                outcome, producer_settings, txn_json)
+from workloads.protocol import (BATCH_DONE, ProtocolError, TxnBegun, as_json_int, completed, completed_fields, joined,
+                                joined_fields, parse, polled, processed, txn_begun, txn_outcome, txn_requested)
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 10         # one committed() or admin request
 ISOLATION: Isolation = "read_committed"  # the input: only what its producers committed
-
-
-def joined(seq: int, from_producer: str | None, from_seq: int | None, invoke_ns: int) -> str:
-    """``J``: output ``seq`` is about to be produced, made from input (from_producer, from_seq)."""
-    return f"J {seq} {NULL if from_producer is None else from_producer} {NULL if from_seq is None else from_seq} " \
-           f"{invoke_ns}"
-
-
-def joined_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes]:
-    """seq, from_producer, from_seq and invoke_ns of a ``J`` line, checked but left as bytes."""
-    parts = line.split(b" ")
-    if len(parts) == 5:
-        _, seq, from_producer, from_seq, invoke_ns = parts
-        if seq.isdigit() and from_producer and (from_seq == b"-" or from_seq.isdigit()) and invoke_ns.isdigit():
-            return seq, from_producer, from_seq, invoke_ns
-    raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+# a pipeline's sends.jsonl line: a producer's (SEND_PLACEHOLDERS), then the input it was made from, as JSON
+PIPELINE_SEND = template((*SEND_FIELDS, *PIPELINE_SEND_FIELDS), {},
+                         {**SEND_PLACEHOLDERS, "from_producer": b"%s", "from_seq": b"%s"})
 
 
 # ---------------------------------------------------------------------- the pipeline process
@@ -429,7 +416,7 @@ class PipelineClient(ProducerClient):
         if reads:
             self.input.on_lines(name, reads)
         out: list[bytes] = []
-        head = b'{"producer":%s,"seq":' % json_line(name)
+        producer, topic = json_line(name), self._topic_json
         for line in lines:
             tag = line[:2]
             if tag == b"J ":
@@ -449,11 +436,10 @@ class PipelineClient(ProducerClient):
                 if status == b"ok" and book.open is not None:  # outputs are delivered before their commit
                     self.open_acked += 1
                 from_producer, from_seq = self._sources.pop(int(seq))
-                out.append(b'%s%s%s%s","partition":%s,"offset":%s,"status":"%s","error":%s,"invoke_ns":%d,'
-                           b'"complete_ns":%s,"txn":%s,"from_producer":%s,"from_seq":%s}' % (
-                               head, seq, self._topic_key, seq, as_json_int(partition), as_json_int(offset), status,
-                               b"null" if error == b"-" else json_line(error.decode()), invoke_ns, complete_ns,
-                               txn_json(book, int(seq)), from_producer, from_seq))
+                out.append(PIPELINE_SEND % (producer, seq, topic, seq, as_json_int(partition), as_json_int(offset),
+                                            status, b"null" if error == b"-" else json_line(error.decode()),
+                                            invoke_ns, complete_ns, txn_json(book, int(seq)), from_producer,
+                                            from_seq))
             elif tag in (b"T ", b"C ", b"O "):
                 m = parse(line)
                 if isinstance(m, TxnBegun):
@@ -468,8 +454,9 @@ class PipelineClient(ProducerClient):
                 offset: int | None, error: str | None, complete_ns: int, txn: int | None) -> dict[str, Any]:
         """A sends line written as a dict (what a dead process left): ProducerClient's, plus the input."""
         from_producer, from_seq = self._sources.pop(seq)
-        return {**super()._record(producer, seq, status, invoke_ns, partition, offset, error, complete_ns, txn),
-                "from_producer": json.loads(from_producer), "from_seq": json.loads(from_seq)}
+        return ordered(SEND_FIELDS, {
+            **super()._record(producer, seq, status, invoke_ns, partition, offset, error, complete_ns, txn),
+            "from_producer": json.loads(from_producer), "from_seq": json.loads(from_seq)}, PIPELINE_SEND_FIELDS)
 
     def on_exit(self, name: str, clean: bool, how: str) -> None:
         """The input side forgets a batch cut short; the output side writes what the process never reported

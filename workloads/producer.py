@@ -25,7 +25,6 @@ transaction even when the process dies in the middle of one.
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -33,13 +32,16 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from checkers.producer_settings import effective_producer
+from catalogue.history import SEND_FIELDS
+from catalogue.producer_settings import effective_producer
+from rundir.records import ordered, template
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientProcess, Library
 from workloads.history import RDKAFKA_LOG, HistoryWriter, RunClock, json_line
 from workloads.pending import PendingSends, Transactions
 from workloads.protocol import (Invoked, TxnBegun, TxnOutcome, TxnRequested, Withdrawn, as_json_int, completed,
-                                completed_fields, invoked, parse, txn_begun, txn_outcome, txn_requested, withdrawn)
+                                completed_fields, integer_line, invoked, line_template, parse, txn_begun, txn_outcome,
+                                txn_requested, withdrawn)
 
 # Delivery errors that no earlier, possibly persisted attempt can precede: the
 # message was refused as a whole. Anything else (timeouts, a topic or
@@ -61,6 +63,10 @@ DEFAULT_QUEUE_MAX = 100_000     # librdkafka's queue.buffering.max.messages
 DEFAULT_LINGER_MS = 5           # librdkafka's linger.ms (queue.buffering.max.ms)
 STOP_MARGIN_S = 15              # beyond flush_timeout_s, before a stopping producer is killed
 IN_FLIGHT_AT_END = "in flight at the end of the run"
+# the S line of an acknowledgement, nearly every delivery report: the key (the seq's digits), partition, offset,
+# complete_ns; no error
+ACKNOWLEDGED = line_template("S", {"status": b"ok", "error": b"-"},
+                             {"seq": b"%s", "partition": b"%d", "offset": b"%d", "complete_ns": b"%d"})
 
 
 def producer_settings(config: dict[str, Any], bootstrap_servers: str, name: str,
@@ -114,7 +120,8 @@ class ProduceLoop:
         config = spec["config"]
         self.queue_max = int(config.get("queue.buffering.max.messages", DEFAULT_QUEUE_MAX))
         self.settings = producer_settings(config, spec["bootstrap_servers"], self.name, spec.get("transactions"))
-        # the delivery callback set once for every message: passing it to each produce() cost 0.39 us a send
+        # the delivery callback set once for every message, not passed to each produce(): one argument fewer on
+        # the call made for every send (benchmarks/README.md, "Figures moved out of the code")
         self.producer = Producer({**self.settings, "on_delivery": self._on_delivery}, logger=RDKAFKA_LOG)
         self.partitions: int | None = None  # set: seq's partition is seq % partitions (transactions spread so)
         # with acks=0 no broker answers, so whatever offset the client reports is its own guess
@@ -129,7 +136,7 @@ class ProduceLoop:
         if err is None and self.offsets_known:
             offset = msg.offset()
             if offset is not None and offset >= 0:
-                self._done.append(b"S ok %s %d %d %d -" % (msg.key(), msg.partition(), offset, self.clock.now_ns()))
+                self._done.append(ACKNOWLEDGED % (msg.key(), msg.partition(), offset, self.clock.now_ns()))
                 return
         status = outcome(err)
         partition, offset = msg.partition(), msg.offset()
@@ -173,10 +180,10 @@ class ProduceLoop:
     def _send(self, first: int, count: int) -> int:
         """Announce seqs first.. (before produce(): a kill must not hide a send), produce them; the next seq.
 
-        Without a partition of their own the seqs go to the client in one produce_batch() call (1.2-1.9 us a
-        message against 2.0-2.7 with a produce() each: key, value and the call), which runs the partitioner per
-        message as produce() does. When the client's queue fills, it refuses the rest of the batch: those go
-        on one at a time, as before, in order.
+        Without a partition of their own the seqs go to the client in one produce_batch() call, which runs the
+        partitioner per message as produce() does but spares a Python call per message. When the client's queue
+        fills, it refuses the rest of the batch: those go on one at a time with produce(), in order, waiting for
+        room as _send_each does.
         """
         invoke_ns = self.clock.now_ns()
         self.out.send([invoked(first, count, invoke_ns)])
@@ -394,7 +401,7 @@ class ProducerClient(ClientProcess):
         self.outcomes: dict[str, int] = {}  # txns lines written, by outcome
         self.pending = PendingSends()
         self.book = None if transactions is None else Transactions()
-        self._topic_key = b',"topic":%s,"key":"' % json_line(topic)
+        self._topic_json = json_line(topic)
 
     @property
     def transactional_id(self) -> str | None:
@@ -415,20 +422,21 @@ class ProducerClient(ClientProcess):
     def _record(self, producer: str, seq: int, status: str, invoke_ns: int, partition: int | None,
                 offset: int | None, error: str | None, complete_ns: int, txn: int | None) -> dict[str, Any]:
         self.counts.add(status)
-        return {"producer": producer, "seq": seq, "topic": self.topic, "key": str(seq), "partition": partition,
-                "offset": offset, "status": status, "error": error, "invoke_ns": invoke_ns,
-                "complete_ns": complete_ns, "txn": txn}
+        return ordered(SEND_FIELDS, {"producer": producer, "seq": seq, "topic": self.topic, "key": str(seq),
+                                     "partition": partition, "offset": offset, "status": status, "error": error,
+                                     "invoke_ns": invoke_ns, "complete_ns": complete_ns, "txn": txn})
 
     def on_lines(self, name: str, lines: list[bytes]) -> None:
-        """Completions become sends.jsonl lines formatted here from the protocol's fields: json-encoding a
-        dict per send took 41 % of the harness's CPU in a py-spy profile, this a quarter of that. An
-        acknowledgement outside transactions, nearly every line, takes one regex and one format (ACK_LINE)."""
+        """Completions become sends.jsonl lines formatted here from the protocol's fields (SEND, ACK_SEND: the
+        catalogue's field order), with no dict per send: this runs once per message in the harness, the one
+        process every workload's history passes through. An acknowledgement outside transactions, nearly every
+        line, takes one regex and one format (ACK_LINE)."""
         out: list[bytes] = []
         statuses: dict[bytes, int] = {}
-        head = b'{"producer":%s,"seq":' % json_line(name)
+        producer, topic = json_line(name), self._topic_json
         book = self.book
         ack, fast = ACK_LINE.fullmatch, book is None  # a transactional one's sends need their txn too
-        complete, topic_key = self.pending.complete, self._topic_key
+        complete = self.pending.complete
         acks = 0
         for line in lines:
             if fast and (m := ack(line)) is not None:
@@ -436,9 +444,7 @@ class ProducerClient(ClientProcess):
                 invoke_ns = complete(int(seq))
                 if invoke_ns is not None:
                     acks += 1
-                    out.append(b'%s%s%s%s","partition":%s,"offset":%s,"status":"ok","error":null,"invoke_ns":%d,'
-                               b'"complete_ns":%s,"txn":null}' % (head, seq, topic_key, seq, partition, offset,
-                                                                  invoke_ns, complete_ns))
+                    out.append(ACK_SEND % (producer, seq, topic, seq, partition, offset, invoke_ns, complete_ns))
                 continue
             if line[:2] == b"S ":
                 status, seq, partition, offset, complete_ns, error = completed_fields(line)
@@ -446,12 +452,9 @@ class ProducerClient(ClientProcess):
                 if invoke_ns is None:
                     continue
                 statuses[status] = statuses.get(status, 0) + 1
-                out.append(b'%s%s%s%s","partition":%s,"offset":%s,"status":"%s","error":%s,"invoke_ns":%d,'
-                           b'"complete_ns":%s,"txn":%s}' % (head, seq, self._topic_key, seq, as_json_int(partition),
-                                                            as_json_int(offset), status,
-                                                            b"null" if error == b"-" else json_line(error.decode()),
-                                                            invoke_ns, complete_ns,
-                                                            b"null" if book is None else txn_json(book, int(seq))))
+                out.append(SEND % (producer, seq, topic, seq, as_json_int(partition), as_json_int(offset), status,
+                                   b"null" if error == b"-" else json_line(error.decode()), invoke_ns, complete_ns,
+                                   b"null" if book is None else txn_json(book, int(seq))))
                 continue
             m = parse(line)
             if isinstance(m, Invoked):
@@ -499,7 +502,18 @@ class ProducerClient(ClientProcess):
 
 
 # an acknowledgement as ProduceLoop._on_delivery writes it: seq, partition, offset, complete_ns (no error)
-ACK_LINE = re.compile(rb"S ok ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) -")
+ACK_LINE = integer_line("S", {"status": b"ok", "error": b"-"}, ("seq", "partition", "offset", "complete_ns"))
+
+# A sends.jsonl line formatted from an S line's fields (as bytes: seq twice, for the key is its digits as a
+# string; invoke_ns an int; the rest already JSON), the producer and topic as JSON; the order of the format's
+# arguments, checked against the catalogue's when the module is imported.
+SEND_PLACEHOLDERS = {"producer": b"%s", "seq": b"%s", "topic": b"%s", "key": b'"%s"', "partition": b"%s",
+                     "offset": b"%s", "status": b'"%s"', "error": b"%s", "invoke_ns": b"%d", "complete_ns": b"%s",
+                     "txn": b"%s"}
+SEND = template(SEND_FIELDS, {}, SEND_PLACEHOLDERS)
+# an acknowledgement outside transactions (ACK_LINE): status ok, no error, no txn
+ACK_SEND = template(SEND_FIELDS, {"status": b'"ok"', "error": b"null", "txn": b"null"},
+                    {k: v for k, v in SEND_PLACEHOLDERS.items() if k not in ("status", "error", "txn")})
 
 
 def txn_json(book: Transactions, seq: int) -> bytes:

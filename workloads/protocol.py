@@ -21,6 +21,12 @@ A transactional producer also says (the seqs of ``I`` lines between ``T`` and
     C <txn> <intent> <invoke_ns>                   commit_transaction (commit) or abort_transaction (abort) called
     O <txn> <outcome> <complete_ns> <error, may hold spaces>   committed | aborted | unknown
 
+An exactly-once pipeline speaks the consumer's lines for its input and the
+transactional producer's for its output, announcing each output seq with
+``J`` instead of ``I``::
+
+    J <seq> <from_producer> <from_seq> <invoke_ns>  output seq is about to be produced, made from this input
+
 Consumer::
 
     H <pid>
@@ -31,13 +37,26 @@ Consumer::
     D                                              the batch is processed (and committed, when manual)
     E
 
+The Java read-back (a reader process, no group)::
+
+    H <pid>
+    K <library> <version> <settings JSON>
+    R <partition> <offset> <producer> <seq> <time_ns> [<from_producer> <from_seq>]   the source: a pipeline's output
+    F <partition> <position>                       where the reader stopped on the partition
+    E
+
+The fields of each line are catalogue.history's LINE_FIELDS (the tests hold
+these formatters and the Java program's to it).
 A line cut off by a killed child is dropped: it stated nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple, Union
+
+from catalogue.history import LINE_FIELDS
 
 NULL = "-"
 STOP = b"stop\n"
@@ -65,6 +84,18 @@ class Completed(NamedTuple):
     offset: int | None
     complete_ns: int
     error: str | None
+
+
+class Joined(NamedTuple):
+    seq: int               # an output of a pipeline...
+    from_producer: str | None  # ...made from this input (None: a value kchaos did not write)
+    from_seq: int | None
+    invoke_ns: int
+
+
+class ReadPosition(NamedTuple):
+    partition: int
+    position: int
 
 
 class TxnBegun(NamedTuple):
@@ -106,8 +137,8 @@ class End(NamedTuple):
     pass
 
 
-Message = Union[Hello, Invoked, Withdrawn, Completed, TxnBegun, TxnRequested, TxnOutcome, Polled, Processed,
-                BatchDone, End]
+Message = Union[Hello, Invoked, Withdrawn, Completed, Joined, TxnBegun, TxnRequested, TxnOutcome, Polled, Processed,
+                ReadPosition, BatchDone, End]
 
 
 class ProtocolError(ValueError):
@@ -143,6 +174,11 @@ def withdrawn(first: int, count: int) -> str:
 def completed(status: str, seq: int, partition: int | None, offset: int | None, complete_ns: int,
               error: str | None) -> str:
     return f"S {status} {seq} {_opt(partition)} {_opt(offset)} {complete_ns} {_opt(error)}"
+
+
+def joined(seq: int, from_producer: str | None, from_seq: int | None, invoke_ns: int) -> str:
+    """``J``: output ``seq`` is about to be produced, made from input (from_producer, from_seq)."""
+    return f"J {seq} {_opt(from_producer)} {_opt(from_seq)} {invoke_ns}"
 
 
 def txn_begun(txn: int, begin_ns: int) -> str:
@@ -206,6 +242,38 @@ def processed_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
 
 
+def joined_fields(line: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """seq, from_producer, from_seq and invoke_ns of a ``J`` line, checked but left as bytes."""
+    parts = line.split(b" ")
+    if len(parts) == 5:
+        _, seq, from_producer, from_seq, invoke_ns = parts
+        if seq.isdigit() and from_producer and _int_or_null(from_seq) and invoke_ns.isdigit():
+            return seq, from_producer, from_seq, invoke_ns
+    raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
+
+
+def line_template(tag: str, fixed: dict[str, bytes], placeholders: dict[str, bytes]) -> bytes:
+    """A ``tag`` line as a %-format, for a hot path with no call per line: its ``fixed`` fields have these
+    values, the others their pattern from ``placeholders``, which names them in the line's order (the order of
+    the format's arguments; catalogue.history's LINE_FIELDS, checked here)."""
+    fields = LINE_FIELDS[tag]
+    if tuple(f for f in fields if f not in fixed) != tuple(placeholders):
+        raise ValueError(f"a {tag} line's other fields are {tuple(f for f in fields if f not in fixed)}")
+    return b" ".join([tag.encode(), *(fixed[f].replace(b"%", b"%%") if f in fixed else placeholders[f]
+                                      for f in fields)])
+
+
+def integer_line(tag: str, fixed: dict[str, bytes], captured: tuple[str, ...]) -> re.Pattern[bytes]:
+    """A ``tag`` line whose ``fixed`` fields have these values and whose others are integers, captured in the
+    order ``captured`` names them: the line's own order (catalogue.history's LINE_FIELDS), checked here, so a
+    caller that unpacks the groups cannot take one field for another."""
+    fields = LINE_FIELDS[tag]
+    if tuple(f for f in fields if f not in fixed) != captured:
+        raise ValueError(f"a {tag} line's integer fields are {tuple(f for f in fields if f not in fixed)}")
+    return re.compile(b" ".join([tag.encode(), *(re.escape(fixed[f]) if f in fixed else rb"([0-9]+)"
+                                                  for f in fields)]))
+
+
 def _int_or_null(field: bytes) -> bool:
     return field == b"-" or field.isdigit()
 
@@ -248,6 +316,13 @@ def parse(line: bytes) -> Message:
             if outcome.decode() in OUTCOMES:
                 return TxnOutcome(int(txn), outcome.decode(), int(complete_ns),
                                   None if error == b"-" else error.decode())
+        if tag == b"J":
+            seq, from_producer, from_seq, invoke_ns = joined_fields(line)
+            return Joined(int(seq), None if from_producer == b"-" else from_producer.decode(), _int(from_seq),
+                          int(invoke_ns))
+        if tag == b"F":
+            _, partition, position = line.split(b" ")
+            return ReadPosition(int(partition), int(position))
         if tag == b"H":
             _, pid = line.split(b" ")
             return Hello(int(pid))

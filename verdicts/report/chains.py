@@ -65,19 +65,29 @@ def unexplained_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return [u for u in _dicts(forensics_of(results).get("unexplained")) if u.get("count")]
 
 
-def fault_counts(results: dict[str, Any], windows: list[dict[str, Any]],
-              recounted: list[Counter[str]]) -> tuple[list[Counter[str]], str]:
+def fault_counts(results: dict[str, Any], windows: list[dict[str, Any]]) -> tuple[list[Counter[str]] | None, str]:
     """Lost, duplicated and divergent per fault window, and where they come from: the forensics' own counts
-    (from the node logs) when results.json has them, else the scan's (by the time each was acknowledged)."""
+    (from the node logs) when results.json has them, else the checker's (``breakdown``: by the time each was
+    acknowledged); None when results.json has neither (written before the checker counted per fault)."""
     given = _dicts(forensics_of(results).get("lost_by_fault"))
-    if given:
-        out: list[Counter[str]] = [Counter() for _ in windows]
-        for g in given:
-            n = g.get("fault")
-            if isinstance(n, int) and 1 <= n <= len(out):
-                out[n - 1].update({k: g[k] for k in PER_FAULT if isinstance(g.get(k), int)})
-        return out, "from the node logs (forensics; what no chain explains is listed under the chains)"
-    return recounted, "each counted at the first fault that hit on or after its acknowledgement"
+    source = "from the node logs (forensics; what no chain explains is listed under the chains)"
+    if not given:
+        breakdown = results.get("breakdown")
+        if not isinstance(breakdown, dict) or not isinstance(breakdown.get("faults"), list):
+            return None, NO_BREAKDOWN
+        given = _dicts(breakdown["faults"])
+        source = "each counted at the first fault that hit on or after its acknowledgement (the checker's counts)"
+    out: list[Counter[str]] = [Counter() for _ in windows]
+    for g in given:
+        n = g.get("fault")
+        if isinstance(n, int) and 1 <= n <= len(out):
+            out[n - 1].update({k: g[k] for k in PER_FAULT if isinstance(g.get(k), int)})
+    return out, source
+
+
+# results.json written before the checkers counted per partition and per fault: the report does not recount
+NO_BREAKDOWN = ("not in results.json (written by an older kchaos; `kchaos check` on the run adds them): the report "
+                "does not count them itself")
 
 
 def chain_for(chains: list[dict[str, Any]], topic: Any, partition: Any, offset: Any, t_ns: Any

@@ -18,6 +18,7 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from catalogue.faults import FAULT_KINDS, UNKNOWN_FAULT_COLOUR
 from verdicts.report.isr import strip_traces
 from verdicts.report.scan import NS, Scan
 from verdicts.report.windows import fault_label
@@ -28,8 +29,7 @@ CLIP_WHEN_PEAK_OVER = 2  # ... when some peak exceeds that stop by this factor
 ROW_PX = (230, 320, 150)  # rates, latency, lost/duplicated; the strips take 24 px a partition
 GAP_PX, TOP_PX, BOTTOM_PX, LEGEND_GAP_PX = 58, 120, 150, 55
 LATENCY_COLOURS = {"ok": "#1e88e5", "info": "#fb8c00", "fail": "#e53935"}
-FAULT_COLOURS = {"kill": "#e53935", "pause": "#8e24aa", "partition": "#fb8c00", "power-loss": "#6d4c41",
-                 "slow-network": "#1e88e5", "disk-full": "#546e7a", "client-crash": "#00897b"}
+FAULT_COLOURS = {k.name: k.colour for k in FAULT_KINDS.values()}
 
 
 def timeline_html(scan: Scan, replication_factor: int | None = None) -> Markup:
@@ -192,7 +192,7 @@ def _shade(fig: go.Figure, scan: Scan) -> None:
                            text="final read-back", showarrow=False, font={"size": 11, "color": "#616161"})
     many = len(scan.faults) > 12
     for i, w in enumerate(scan.faults):
-        colour = FAULT_COLOURS.get(w["fault"], "#757575")
+        colour = FAULT_COLOURS.get(w["fault"], UNKNOWN_FAULT_COLOUR)
         x0 = w["start_ns"] / NS
         down = w.get("down_ns", w["end_ns"])
         x1 = (down if down is not None else scan.end_ns) / NS

@@ -13,42 +13,22 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.anomalies import ANOMALIES, COUNTED_ONLY, FLAGGED
+from catalogue.anomalies import ANOMALIES, ANOMALY_INFO, ANOMALY_LIST, TALLY_DENOMINATORS
+from catalogue.faults import FAULT_KINDS
 from verdicts.expect import EXPECTATION, MET, UNMET, Assessment
 from verdicts.report.settings import LOSS, allowance
 
 STATUS = {MET: ("PASS", "pass"), UNMET: ("FAIL", "fail")}
 NOT_JUDGED = ("NOT JUDGED", "unjudged")
-# the anomaly a sentence leads with: the first of these the run found
-LEAD = ("lost", "duplicated", "consumer_skipped", "aborted_read", "torn_transaction", "pipeline_lost",
-        "pipeline_duplicated", "unexpected", "failed_but_present", "reordered", "hanging_transaction", "divergent")
+# the anomaly a sentence leads with: the first of these (by the catalogue's ``lead`` rank) the run found
+LEAD = tuple(a.name for a in sorted((a for a in ANOMALY_LIST if a.lead is not None), key=lambda a: a.lead))
 # what each count is a share of (a count of results.json, or a sum of counts)
 DENOMINATORS: dict[str, tuple[tuple[str, ...], str]] = {
-    "acked": (("sent",), "sends"), "failed": (("sent",), "sends"), "indeterminate": (("sent",), "sends"),
-    "lost": (("acked",), "acknowledged writes"), "lost_after_read": (("lost",), "lost"),
-    "duplicated": (("acked",), "acknowledged writes"), "reordered": (("acked",), "acknowledged writes"),
-    "divergent": (("reads_final",), "offsets read back"), "unexpected": (("reads_final",), "records read back"),
-    "failed_but_present": (("failed",), "failed writes"),
-    "consumer_skipped": (("acked",), "acknowledged records"),
-    "consumer_redelivered": (("reads_live",), "live reads"), "unknown": (("sent",), "sends"),
-    "aborted_read": (("reads_live", "reads_final"), "reads"),
-    "torn_transaction": (("txns_committed", "txns_aborted", "txns_unknown"), "transactions"),
-}
-VERBS = {
-    "lost": "lost {n} of {d} acknowledged writes", "duplicated": "duplicated {n} of {d} acknowledged writes",
-    "consumer_skipped": "skipped {n} of {d} acknowledged records in the consumer group",
-    "aborted_read": "showed {n} records of unfinished transactions to read_committed readers",
-    "torn_transaction": "tore {n} of {d} transactions", "pipeline_lost": "lost {n} pipeline inputs",
-    "pipeline_duplicated": "duplicated the output of {n} pipeline inputs",
-    "unexpected": "returned {n} records nobody sent", "failed_but_present": "stored {n} of {d} writes reported failed",
-    "reordered": "reordered {n} of {d} acknowledged writes",
-    "hanging_transaction": "left {n} partitions behind a hanging transaction",
-    "divergent": "let {n} offsets hold different messages",
-}
-FAULT_NOUNS = {"kill": ("kill", "kills"), "pause": ("pause", "pauses"),
-               "partition": ("network partition", "network partitions"), "power-loss": ("power loss", "power losses"),
-               "slow-network": ("network slowdown", "network slowdowns"), "disk-full": ("full disk", "full disks"),
-               "client-crash": ("crash", "crashes")}
+    **TALLY_DENOMINATORS, **{a.name: a.denominator for a in ANOMALY_LIST if a.denominator is not None}}
+VERBS = {a.name: a.verb for a in ANOMALY_LIST if a.verb is not None}
+FAULT_NOUNS = {k.name: k.noun for k in FAULT_KINDS.values()}
+# shown as problems: every anomaly but those only counted
+FLAGGED = frozenset(a.name for a in ANOMALY_LIST if a.flagged)
 TARGET_WORDS = {"partition-leader": "leader", "controller": "controller", "txn-coordinator": "coordinator",
                 "random-broker": "broker", "random-node": "node", "majority-brokers": "majority",
                 "all-brokers": "whole-cluster", "producer": "producer", "consumer": "consumer",
@@ -146,7 +126,7 @@ def headline(results: dict[str, Any], assessment: Assessment, cfg: dict[str, Any
         text += _tail([], tones, assessment, expect, cfg, planned)
     return Headline(status, css, f"{status} — {text}.", _rows(counts, tones, cfg, planned, expect, lost_divergent),
                     [(a.replace("_", " "), tones.get(a, ""), expect.get(a)) for a in ANOMALIES
-                     if a not in COUNTED_ONLY and not counts.get(a)], tones)
+                     if a in FLAGGED and not counts.get(a)], tones)
 
 
 def _subject(name: str, cfg: dict[str, Any] | None, planned: list[tuple[str, str]]) -> str:
@@ -161,7 +141,7 @@ def _subject(name: str, cfg: dict[str, Any] | None, planned: list[tuple[str, str
         return "the idempotent producer"
     if name == "consumer_skipped":
         return f"{cfg['commit']} commit"
-    if name in ("aborted_read", "torn_transaction", "pipeline_lost", "pipeline_duplicated", "hanging_transaction"):
+    if ANOMALY_INFO[name].transactional:
         return "transactions"
     return "Kafka"
 
@@ -238,8 +218,8 @@ def _rows(counts: dict[str, Any], tones: dict[str, str], cfg: dict[str, Any] | N
     rows = []
     for name in ANOMALIES:
         n = counts.get(name) or 0
-        if name == "lost_after_read":
-            continue
+        if ANOMALY_INFO[name].part_of:
+            continue  # shown in its whole's row
         if name == "divergent" and counts.get("lost"):
             n -= min(lost_divergent, n)
         if not n:
@@ -267,7 +247,7 @@ def _rows(counts: dict[str, Any], tones: dict[str, str], cfg: dict[str, Any] | N
 
 
 def _why(name: str, tone_: str, allowed: str | None, expect: dict[str, Any]) -> str:
-    if name in COUNTED_ONLY:
+    if name not in FLAGGED:
         return "counted, not a violation"
     if tone_ == "broken":
         return "breaks an expectation" if name in expect else "breaks what these settings promise"

@@ -14,6 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from catalogue.faults import FAULT_KINDS
 from verdicts.report.scan import NS, Scan
 from verdicts.report.windows import node_id
 
@@ -21,7 +22,8 @@ MAX_STRIPS = 40  # more partitions: the ones whose leader or ISR changed most
 LEADER_COLOURS = ("#90caf9", "#a5d6a7", "#ce93d8", "#ffe082", "#80cbc4", "#bcaaa4", "#f48fb1", "#b0bec5")
 OFFLINE = "#d32f2f"
 LEADER_DOWN = "#ef9a9a"
-STOPPED = ("kill", "pause", "power-loss")  # faults that leave no process to serve as leader
+# faults that leave no process to serve as leader
+STOPPED = tuple(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.stops_process)
 DOWN = "down"  # the group of spans whose named leader a fault had stopped
 MARKERS = {  # broker event kind -> (legend name, marker symbol, colour)
     "truncate": ("truncation (node log)", "triangle-down", "#212121"),

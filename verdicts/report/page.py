@@ -17,13 +17,13 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from catalogue.exits import EXIT_VALID, HarnessError
 from checkers.anomalies import DEFINITIONS
-from harness.errors import EXIT_VALID, HarnessError
 from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
 from verdicts.expect import Assessment, assess, for_clients
-from verdicts.report.chains import SHOWN, chain_rows, fault_counts, unexplained_rows
+from verdicts.report.chains import NO_BREAKDOWN, SHOWN, chain_rows, fault_counts, unexplained_rows
 from verdicts.report.examples import describe_examples, example_positions, seconds_text
 from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.headline import headline, percent, shares
@@ -75,17 +75,18 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         scan = Scan(notes=[f"the report could not read the history ({type(e).__name__}: {e}): no timeline"])
     counts = results.get("counts") or {}
     notes = list(scan.notes)
-    for name in ("lost", "duplicated", "divergent"):
-        if name in counts and scan.totals.get(name) != counts[name]:
-            notes.append(f"the timeline and partition table recount {name} from the history as "
-                         f"{scan.totals.get(name):,}; the checker counted {counts[name]:,} (the counts above are the "
-                         "checker's)")
+    scan.totals = {name: counts[name] for name in ("lost", "duplicated", "divergent") if isinstance(counts.get(name), int)}
+    breakdown = results.get("breakdown") if isinstance(results.get("breakdown"), dict) else None
+    if breakdown is None:
+        notes.append(f"counts per partition and per fault: {NO_BREAKDOWN}")
     add_recovery(scan.faults, scan.leaders, scan.part_keys, scan.broker_events)
     cfg = durability_config(scenario) if scenario else None
     planned = planned_faults(scenario)
     expect = for_clients((scenario or {}).get("expect"), scenario)
-    per_fault, per_fault_source = fault_counts(results, scan.faults, scan.per_fault)
-    top = headline(results, assessment, cfg, planned, expect, scan.faults, per_fault, scan.lost_divergent)
+    per_fault, per_fault_source = fault_counts(results, scan.faults)
+    lost_divergent = (breakdown or {}).get("lost_divergent")
+    top = headline(results, assessment, cfg, planned, expect, scan.faults, per_fault or [],
+                   lost_divergent if isinstance(lost_divergent, int) else 0)
     chains = chain_rows(results)
     examples = describe_examples(results, scan.faults, scan.at_offsets, chains, scan)
     refs = [(s["node"], s["line"]) for c in chains for s in c["steps"] if s["anchor"]]
@@ -101,7 +102,8 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         promises=promises(cfg) if cfg else [], definitions=DEFINITIONS, plotly=plotly_script(),
         chart=timeline_html(scan, topic.get("replication_factor") if isinstance(topic.get("replication_factor"), int)
                             else None),
-        latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER), partitions=_partition_rows(scan),
+        latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER),
+        partitions=_partition_rows(scan, breakdown),
         faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains, shown_chains=SHOWN,
         unexplained=unexplained_rows(results), examples=examples, excerpts=excerpts(run, refs),
         scenario_text=run.scenario.read_text() if run.scenario.is_file() else "", files=_files(run),
@@ -130,21 +132,48 @@ def _share(key: str, counts: dict[str, Any]) -> str:
     return f" — {share} of sends" if share else ""
 
 
-def _partition_rows(scan: Scan) -> dict[str, Any]:
-    """The per-partition table: its rows with each anomaly's share, and which anomaly columns any partition
-    needs (a column of zeros is left out)."""
-    columns = [c for c in ("lost", "duplicated", "divergent", "unverifiable")
-               if any(getattr(p, c) for p in scan.partitions)]
-    rows = [{"p": p, "shares": {c: percent(getattr(p, c), p.reads_final if c == "divergent" else p.acked)
-                                for c in columns}} for p in scan.partitions]
-    return {"rows": rows, "columns": columns}
+PARTITION_COLUMNS = {"lost": "lost", "duplicated": "duplicated", "divergent": "divergent",
+                     "unverifiable": "lost_unverifiable"}  # column -> its count in results.json's breakdown
 
 
-def _fault_rows(scan: Scan, per_fault: list[Counter[str]]) -> list[dict[str, Any]]:
-    """The fault table: each window's parts and what it cost, with its share of the run's total."""
-    total = {k: sum(c.get(k, 0) for c in per_fault) for k in ("lost", "duplicated", "divergent")}
+def _partition_rows(scan: Scan, breakdown: dict[str, Any] | None) -> dict[str, Any]:
+    """The per-partition table: the checker's counts of each partition (results.json's ``breakdown``; none in
+    an older results.json) beside what the scan saw of it (final read, leadership), each anomaly with its
+    share, and which anomaly columns any partition needs (a column of zeros is left out)."""
+    drawn = dict(zip(scan.part_keys, scan.partitions))
+    given = [r for r in (breakdown or {}).get("partitions") or [] if isinstance(r, dict)]
+    one_topic = len({r.get("topic") for r in given} | {t for t, _ in scan.part_keys}) == 1
+    rows, seen = [], set()
+    for r in given:
+        key = (r.get("topic"), r.get("partition"))
+        seen.add(key)
+        p = drawn.get(key)
+        label = p.label if p is not None else (
+            f"p{key[1]}" if one_topic and key[1] is not None else f"{key[0]}-{'(none)' if key[1] is None else key[1]}")
+        rows.append({**_drawn(p), "label": label, "acked": r.get("acked"), "reads_live": r.get("reads_live"),
+                     "reads_final": r.get("reads_final"),
+                     **{c: r.get(name) for c, name in PARTITION_COLUMNS.items()}})
+    rows += [{**_drawn(p), "label": p.label, "acked": None, "reads_live": None, "reads_final": None,
+              **dict.fromkeys(PARTITION_COLUMNS)} for key, p in drawn.items() if key not in seen]
+    columns = [c for c in PARTITION_COLUMNS if any(isinstance(p[c], int) and p[c] for p in rows)]
+    return {"rows": [{"p": p, "shares": {c: percent(p[c], p["reads_final"] if c == "divergent" else p["acked"])
+                                         for c in columns}} for p in rows],
+            "columns": columns, "counted": breakdown is not None}
+
+
+def _drawn(p: Any) -> dict[str, Any]:
+    """What the scan saw of a partition (none: it saw nothing)."""
+    return {"complete": None if p is None else p.complete, "high_watermark": None if p is None else p.high_watermark,
+            "leader_changes": 0 if p is None else p.leader_changes, "min_isr": None if p is None else p.min_isr,
+            "leader": None if p is None else p.leader}
+
+
+def _fault_rows(scan: Scan, per_fault: list[Counter[str]] | None) -> list[dict[str, Any]]:
+    """The fault table: each window's parts and what it cost, with its share of the run's total (cost None:
+    results.json does not say)."""
+    total = {k: sum(c.get(k, 0) for c in per_fault or []) for k in ("lost", "duplicated", "divergent")}
     rows = []
-    for w, counts in zip(scan.faults, per_fault):
+    for w, counts in zip(scan.faults, per_fault if per_fault is not None else [None] * len(scan.faults)):
         down, back = w.get("down_ns", w["end_ns"]), w.get("recovered_ns", w["end_ns"])
         rows.append({
             **w, "label": fault_label(w), "start": seconds_text(w["start_ns"]),
@@ -152,7 +181,8 @@ def _fault_rows(scan: Scan, per_fault: list[Counter[str]]) -> list[dict[str, Any
             "down": f"{((down if down is not None else scan.end_ns) - w['start_ns']) / NS:.1f} s",
             "recovering": "—" if down is None or not w.get("recovery") else (
                 "not by the end" if back is None else f"{(back - down) / NS:.1f} s"),
-            "counts": {k: (counts.get(k, 0), percent(counts.get(k, 0), total[k])) for k in total},
+            "counts": {k: (None, "") if counts is None else (counts.get(k, 0), percent(counts.get(k, 0), total[k]))
+                       for k in total},
         })
     return rows
 

@@ -1,17 +1,19 @@
-"""The report's one streaming pass over the history: per-second series, per-partition rows, fault windows.
+"""The report's one streaming pass over the history: what the report draws, never a count it shows.
 
 A history may hold ten million messages, so each file is read once, line by
-line, and reduced to per-second counts, every send's latency (thinned past a
-million points, ``latency``) and per-fault tallies; lost and duplicated
-messages are recounted with compact arrays indexed by seq (per producer) and
-by offset (per partition), never one dict per message.
+line, and reduced to per-second series, every send's latency (thinned past a
+million points, ``latency``), leadership per partition and the fault windows.
+The timeline's lost and duplicated bars are placed with compact arrays
+indexed by seq (per producer), never one dict per message; they are drawing
+data only. Every count the report shows as a number, per partition and per
+fault too, comes from results.json (DESIGN.md: the report never counts
+anomalies itself).
 """
 
 from __future__ import annotations
 
 import time
 from array import array
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,6 @@ from rundir.documents import FaultWindows
 from rundir.layout import RunDir
 from rundir.lines import iter_jsonl
 from verdicts.report.latency import Points, new_points
-from verdicts.report.windows import Blame
 
 NS = 1_000_000_000
 MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
@@ -61,51 +62,11 @@ class MessageTable:
         self.dup.extend(bytes(n))
 
 
-class PositionTable:
-    """Per partition, by offset: the first message read there (id + 1; -1: a value kchaos did not write),
-    and whether the offset was seen holding different messages (9 bytes an offset); and where the lost
-    messages were acknowledged."""
-
-    __slots__ = ("first", "div", "extra", "extra_div", "lost")
-
-    def __init__(self) -> None:
-        self.first = array("q")
-        self.div = bytearray()
-        self.extra: dict[int, int] = {}  # offsets beyond MAX_DENSE
-        self.extra_div: set[int] = set()
-        self.lost = array("q")  # the acknowledged offsets of lost messages
-
-    def grow(self, offset: int) -> None:
-        n = max(offset + 1, len(self.first) * 3 // 2) - len(self.first)
-        self.first.extend(array("q", bytes(8 * n)))
-        self.div.extend(bytes(n))
-
-    def mark(self, offset: int) -> None:
-        if 0 <= offset < len(self.div):
-            self.div[offset] = 1
-        else:
-            self.extra_div.add(offset)
-
-    def divergent(self) -> int:
-        return self.div.count(1) + len(self.extra_div)
-
-    def lost_divergent(self) -> int:
-        """How many lost messages were acknowledged at an offset seen holding different messages."""
-        div, size = self.div, len(self.div)
-        return sum(1 for o in self.lost if (div[o] if 0 <= o < size else o in self.extra_div))
-
-
 @dataclass
 class Partition:
+    """What the report draws and labels of one partition (its counts are results.json's ``breakdown``)."""
+
     label: str
-    sends: int = 0
-    acked: int = 0
-    lost: int = 0
-    unverifiable: int = 0
-    duplicated: int = 0
-    divergent: int = 0
-    reads_live: int = 0
-    reads_final: int = 0
     high_watermark: int | None = None
     complete: bool | None = None
     leader: Any = None
@@ -128,8 +89,6 @@ class Scan:
     partitions: list[Partition] = field(default_factory=list)
     part_keys: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) of each partition row
     faults: list[dict[str, Any]] = field(default_factory=list)  # applied windows, by start (skipped ones: notes)
-    per_fault: list[Counter[str]] = field(default_factory=list)  # lost, duplicated, divergent, by fault window
-    lost_divergent: int = 0  # lost messages whose acknowledged offset was seen holding different messages
     leaders: dict[int, list[tuple[int, Any, tuple[int, ...]]]] = field(default_factory=dict)  # part -> (t, leader, isr)
     broker_events: list[dict[str, Any]] = field(default_factory=list)  # history/broker-events.jsonl, when present
     leader_changes: list[tuple[int, int, Any, Any]] = field(default_factory=list)  # (t_ns, part, old, new)
@@ -137,7 +96,7 @@ class Scan:
     start_ns: int | None = None  # the first send or leader observation: the run clock starts before the cluster
     final_read: list[int] = field(default_factory=list)  # [first, last] time_ns of the final read-back
     sent: int = 0
-    totals: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)  # the checker's counts the timeline's legend names (page.py)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0  # how long the scan took
     at_offsets: dict[tuple[str, int, int], list[dict[str, Any]]] = field(default_factory=dict)  # wanted positions
@@ -177,17 +136,8 @@ def scan_history(run: RunDir, wanted: set[tuple[str, int, int]] | None = None) -
         scan.broker_events = read_broker_events(run.history, scan.notes)
     producers: dict[str, int] = {}
     tables: list[MessageTable] = []
-    positions: list[PositionTable] = []
-    _scan_reads(run, scan, part_of, producers, tables, positions)
-    _scan_sends(run, scan, part_of, producers, tables, positions)
-    for part, pt in enumerate(positions):
-        scan.partitions[part].divergent = pt.divergent()
-        scan.lost_divergent += pt.lost_divergent()
-    scan.totals = {
-        "lost": sum(p.lost for p in scan.partitions),
-        "duplicated": sum(p.duplicated for p in scan.partitions),
-        "divergent": sum(p.divergent for p in scan.partitions),
-    }
+    _scan_reads(run, scan, part_of, producers, tables)
+    _scan_sends(run, scan, part_of, producers, tables)
     if len({p.label.rsplit("-", 1)[0] for p in scan.partitions}) == 1:
         for p in scan.partitions:
             p.label = "p" + p.label.rsplit("-", 1)[1]
@@ -241,12 +191,11 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
         except (KeyError, TypeError):
             continue
     scan.faults = windows.ordered()
-    scan.per_fault = [Counter() for _ in scan.faults]
 
 
-def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable],
-                positions: list[PositionTable]) -> None:
-    live_s, final_s, parts = scan.reads_live, scan.reads_final, scan.partitions
+def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable]
+                ) -> None:
+    live_s, final_s = scan.reads_live, scan.reads_final
     end = scan.end_ns
     at_offsets = scan.at_offsets
     first_final = scan.final_read
@@ -266,40 +215,18 @@ def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
         sec = t // NS
         if final:
             final_s.add(sec)
-            parts[part].reads_final += 1
             if not first_final or t < first_final[0]:
                 first_final[:1] = [t]
             if len(first_final) < 2 or t > first_final[1]:
                 first_final[1:2] = [t]
         else:
             live_s.add(sec)
-            parts[part].reads_live += 1
-        # the message at this position: id + 1 (producer index << 40 | seq), -1 when kchaos did not write it
-        if producer is None or type(seq) is not int:
-            ident = -1
-        else:
-            p = producers.get(producer)
-            if p is None:
-                p = producers[producer] = len(producers)
-                tables.append(MessageTable())
-            ident = (p << 40 | seq) + 1
-        while part >= len(positions):
-            positions.append(PositionTable())
-        pt = positions[part]
-        if 0 <= offset < MAX_DENSE:
-            if offset >= len(pt.first):
-                pt.grow(offset)
-            seen = pt.first[offset]
-            if seen == 0:
-                pt.first[offset] = ident
-            elif seen != ident:
-                pt.div[offset] = 1
-        else:
-            seen = pt.extra.setdefault(offset, ident)
-            if seen != ident:
-                pt.extra_div.add(offset)
-        if not final or ident == -1:
+        if not final or producer is None or type(seq) is not int:
             continue
+        p = producers.get(producer)
+        if p is None:
+            p = producers[producer] = len(producers)
+            tables.append(MessageTable())
         table = tables[p]
         if 0 <= seq < MAX_DENSE:
             if seq >= len(table.part):
@@ -317,11 +244,11 @@ def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
     scan.end_ns = end
 
 
-def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable],
-                positions: list[PositionTable]) -> None:
+def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable]
+                ) -> None:
     acked, failed, unknown = scan.acked, scan.failed, scan.unknown
     lost_s, dup_s, latency = scan.lost, scan.duplicated, scan.latency
-    parts, per_fault, blame = scan.partitions, scan.per_fault, Blame(scan.faults).after
+    parts = scan.partitions
     end = scan.end_ns
     n = first = 0
     for s in _history_lines(run, run.sends, scan.notes):
@@ -338,8 +265,6 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
         if t > end:
             end = t
         sec = t // NS
-        if part is not None:
-            parts[part].sends += 1
         if status == "ok":
             acked.add(sec)
         elif status == "fail":
@@ -364,36 +289,11 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
                     entry[2] = 2
         else:
             where, dup = 0, 0
-        if dup == 1:  # duplicated: placed once, at its ack (or completion) time, in its final-read partition
+        if dup == 1:  # duplicated: drawn once, at its ack (or completion) time
             dup_s.add(sec)
-            parts[where - 1].duplicated += 1
-            if per_fault and (f := blame(t)) is not None:
-                per_fault[f]["duplicated"] += 1
-        if status != "ok" or part is None:
-            continue
-        pr = parts[part]
-        pr.acked += 1
-        lost = where != part + 1 and bool(pr.complete)
-        fault = blame(t) if per_fault and (lost or where != part + 1) else None
-        if lost:
-            pr.lost += 1
+        # an ack its complete final read lacks: drawn as lost at its ack time (results.json has the count)
+        if status == "ok" and part is not None and where != part + 1 and parts[part].complete:
             lost_s.add(sec)
-            if fault is not None:
-                per_fault[fault]["lost"] += 1
-        elif where != part + 1:
-            pr.unverifiable += 1
-        offset = s.get("offset")
-        if type(offset) is int and part < len(positions):  # an ack's offset against what was read there
-            pt = positions[part]
-            seen = (pt.first[offset] if offset < len(pt.first) else 0) if 0 <= offset < MAX_DENSE \
-                else pt.extra.get(offset, 0)
-            # a producer no read ever named (p None): whatever was read there is another message
-            if lost:
-                pt.lost.append(offset)
-            if seen != 0 and (p is None or seen != (p << 40 | seq) + 1):
-                pt.mark(offset)
-                if per_fault and (fault := fault if fault is not None else blame(t)) is not None:
-                    per_fault[fault]["divergent"] += 1
     scan.end_ns = end
     scan.sent = n
     if n:

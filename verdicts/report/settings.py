@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.producer_settings import ALIASES, effective_producer, producer_client, producer_config
+from catalogue.faults import fault_kind
+from catalogue.producer_settings import ALIASES, effective_producer, producer_client, producer_config
 
 
 def durability_config(scenario: dict[str, Any] | None) -> dict[str, Any]:
@@ -138,6 +139,12 @@ WHOLE_CLUSTER = ("all-brokers", "majority-brokers")
 LOSS = ("lost", "lost_after_read", "divergent", "reordered")
 
 
+def _loses_unsynced(kind: str) -> bool:
+    """The fault kind takes what its victims had not yet fsynced (a power loss)."""
+    known = fault_kind(kind)
+    return known is not None and known.loses_unsynced
+
+
 def allowance(anomaly: str, cfg: dict[str, Any], faults: list[tuple[str, str]]) -> str | None:
     """The setting that lets ``anomaly`` happen without Kafka breaking a promise, in a few words (``promises``
     says the same in sentences); None when these settings promise it cannot happen."""
@@ -149,7 +156,7 @@ def allowance(anomaly: str, cfg: dict[str, Any], faults: list[tuple[str, str]]) 
             return "unclean leader election"
         if not (isinstance(isr, int) and isr >= 2):
             return "acks=all with min.insync.replicas=1"
-        if cfg["flush"] == "OS page cache" and any(k == "power-loss" and t in WHOLE_CLUSTER for k, t in faults):
+        if cfg["flush"] == "OS page cache" and any(_loses_unsynced(k) and t in WHOLE_CLUSTER for k, t in faults):
             return "no fsync before a power loss of several brokers"
         return None
     if anomaly == "duplicated":

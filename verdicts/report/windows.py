@@ -1,8 +1,9 @@
 """Fault windows for the report: which fault a moment belongs to, and when a healed node served again.
 
-A window has two parts. *Down* runs from the fault to its heal: for a killed or powered-off node until its
-process started again (``process_start`` in history/broker-events.jsonl), since the heal that events.jsonl
-records returns only once the node serves; otherwise until that heal. *Recovering* runs from there until the
+A window has two parts. *Down* runs from the fault to its heal: for a node whose heal restarts it (killed,
+powered off, or a broker that shut itself down on a full disk) until its process started again
+(``process_start`` in history/broker-events.jsonl), since the heal that events.jsonl records returns only
+once the node serves; otherwise until that heal. *Recovering* runs from there until the
 node is back in the ISR of every partition of the workload it was in before the fault: a restarted broker
 still replays its log and catches up, and until then the cluster is as short of replicas as during the
 fault. The node logs (``isr_expand``, ``become_leader``, ``isr_update``) say when to the millisecond; without
@@ -15,6 +16,9 @@ import re
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+from catalogue.faults import FAULT_KINDS
+from checkers.breakdown import FaultClock
+
 NS = 1_000_000_000
 BROKER = re.compile(r"broker-?(\d+)$")
 # broker events that put a node back among a partition's in-sync replicas, and the field naming the ISR
@@ -22,7 +26,8 @@ BACK_IN_SYNC = {"isr_expand": "new_isr", "isr_update": "isr", "become_leader": "
 # node events that say a process that is not a broker (ZooKeeper, a controller) serves again
 STARTED = ("started", "unfenced")
 START = ("process_start",)  # a stopped process runs again: the end of its down part
-STOPS_PROCESS = ("kill", "power-loss")  # faults whose heal starts the process again
+# faults whose heal starts a node's process again (a disk-full's broker only when it shut itself down)
+STOPS_PROCESS = tuple(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.restarts)
 
 
 def fault_label(w: dict[str, Any]) -> str:
@@ -48,6 +53,7 @@ class Blame:
     def __init__(self, faults: list[dict[str, Any]]) -> None:
         self.faults = faults
         self.starts = [w["start_ns"] for w in faults]  # the scan sorts windows by start
+        self.clock = FaultClock(faults)
 
     def _active(self, t: int, i: int) -> int | None:
         for j in range(i - 1, -1, -1):  # nested or overlapping windows: the innermost started last
@@ -57,11 +63,7 @@ class Blame:
         return None
 
     def after(self, t: int) -> int | None:
-        i = bisect_right(self.starts, t)
-        active = self._active(t, i)
-        if active is not None:
-            return active
-        return i if i < len(self.faults) else None
+        return self.clock.after(t)  # the checkers charge their per-fault counts by this rule
 
     def before(self, t: int) -> int | None:
         i = bisect_right(self.starts, t)

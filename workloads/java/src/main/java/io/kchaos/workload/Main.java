@@ -10,10 +10,10 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * The Java workload program: {@code Main <role> <spec json>}, the Java twin of {@code python -m workloads.<role>}
- * (issue #19; workloads/java_client.py builds and starts it). Roles: producer, consumer, reader, pipeline, and
+ * (clusters/java_build.py builds it; workloads/java_client.py starts it). Roles: producer, consumer, reader, pipeline, and
  * {@code check-config <producer|consumer> <config json>}.
  *
- * <h2>The API a role gets (helper B: Consumer, Reader, Pipeline)</h2>
+ * <h2>The API a role gets (Consumer, Reader, Pipeline)</h2>
  * Each role is {@code static void run(Spec spec, Child child)}; returning means it finished cleanly (Main then
  * writes {@code E} and exits 0).
  * <ul>

@@ -22,8 +22,7 @@ import org.apache.kafka.common.record.TimestampType;
  * looked up by name in either package.
  *
  * <p>The same fields DumpLogSegments prints without {@code --deep-iteration}, without formatting and parsing a
- * hundred bytes of text a batch: a run's 300,000 replica batches took 3.6 s of DumpLogSegments (3 JVMs, 118 MB
- * of text) and 2.6 s of parsing. A segment whose tail cannot be read as batches (a power cut's torn write) ends
+ * hundred bytes of text a batch in every run (benchmarks/README.md has the figures). A segment whose tail cannot be read as batches (a power cut's torn write) ends
  * there, with one line on stderr, as a broker's recovery would truncate it.
  */
 public final class SegmentBatches {

@@ -7,7 +7,7 @@ setting it cannot honour says otherwise (acks other than all, retries 0, more
 than 5 requests in flight: then it quietly turns idempotence off, since 3.2;
 Kafka 4's refuses more than 5 in flight instead, and scenario validation
 says so before a run).
-The checker's promises, the report and the matrix all read it from here.
+The producers, the checker's promises, the report and the matrix all read it from here.
 """
 
 from __future__ import annotations

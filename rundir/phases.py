@@ -1,6 +1,6 @@
 """Where a run's wall time went, phase by phase: printed by ``kchaos run``, averaged by ``kchaos nightly``.
 
-A run's overhead (issue #21) is everything but the load and the settling the
+A run's overhead is everything but the load and the settling the
 scenario asks for; which phase holds it is what this line says.
 """
 

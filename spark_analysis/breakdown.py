@@ -1,0 +1,70 @@
+"""results.json's ``breakdown`` on Spark: the counts per partition and per fault window (checkers/breakdown.py).
+
+Lost, duplicated and divergent per partition are the ranges' counts summed,
+and per fault the ranges' entries charged by their time (anomaly_ranges.py);
+what else a partition row counts comes from two small aggregations: the send
+and read lines grouped by partition (one job; the winning ok lines are found
+by message first only when some message was sent twice), and the cached
+findings' unverifiable acks by partition (only when there are some).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from checkers.breakdown import breakdown_document, fault_rows, partition_rows, ranged_counts
+
+from spark_analysis.encode import OK, Names
+from spark_analysis.judge import POSITION_KEY
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Part = tuple[str, "int | None"]
+
+
+def partition_tallies(sends: "DataFrame", reads: "DataFrame", repeats: bool) -> dict[tuple[int, Any], Counter[str]]:
+    """(tid, partition) -> acked, reads_live, reads_final, for every partition a send or read line names.
+
+    ``acked`` counts the winning ok sends: without repeated send lines every
+    ok line; with them, each message's last ok line (the reference's
+    winning_sends).
+    """
+    from pyspark.sql import functions as F
+
+    acked = "0L AS acked" if repeats else f"CAST(status = {OK} AS BIGINT) AS acked"
+    named = sends.selectExpr("tid", "`partition`", acked, "0L AS reads_live", "0L AS reads_final")
+    if repeats:
+        named = named.unionByName(
+            sends.filter(f"status = {OK}").groupBy("pid", "seq")
+            .agg(F.expr("max_by(tid, _key) AS tid"), F.expr("max_by(`partition`, _key) AS `partition`"))
+            .selectExpr("tid", "`partition`", "1L AS acked", "0L AS reads_live", "0L AS reads_final"))
+    read = reads.selectExpr("tid", "`partition`", "0L AS acked", "CAST(NOT final AS BIGINT) AS reads_live",
+                            "CAST(final AS BIGINT) AS reads_final")
+    grouped = named.unionByName(read).groupBy("tid", "partition").agg(
+        *[F.sum(c).alias(c) for c in ("acked", "reads_live", "reads_final")])
+    return {(r["tid"], r["partition"]): Counter({c: int(r[c]) for c in ("acked", "reads_live", "reads_final")})
+            for r in grouped.collect()}
+
+
+def spark_breakdown(sends: "DataFrame", reads: "DataFrame", repeats: bool, messages: "DataFrame",
+                    positions: "DataFrame", names: Names, counts: dict[str, int], event_parts: set[Part],
+                    ranges: list[dict[str, Any]], windows: list[dict[str, Any]],
+                    charged: list[tuple[str, int | None, int]]) -> dict[str, Any]:
+    """The ``breakdown`` block: ``sends`` and ``reads`` the encoded lines, ``messages`` and ``positions`` the
+    cached findings, ``event_parts`` the partitions of the final-read events, ``ranges`` and ``charged`` what
+    anomaly_ranges found."""
+    topics = names.topics
+    tallies = {(topics[t], p): c for (t, p), c in partition_tallies(sends, reads, repeats).items()}
+    unverifiable: dict[Part, Counter[str]] = {}
+    if counts["lost_unverifiable"]:
+        for r in messages.filter("lost_unverifiable").groupBy("tid", "partition").count().collect():
+            unverifiable[(topics[r["tid"]], r["partition"])] = Counter(lost_unverifiable=int(r["count"]))
+    lost_divergent = 0
+    if counts["lost"] and counts["divergent"]:
+        lost_divergent = (messages.filter("lost AND `partition` IS NOT NULL AND `offset` IS NOT NULL")
+                          .join(positions.filter("divergent").select(*POSITION_KEY), list(POSITION_KEY), "left_semi")
+                          .count())
+    rows = partition_rows(set(tallies) | event_parts, tallies, unverifiable, ranged_counts(ranges))
+    return breakdown_document(rows, fault_rows(windows, charged), lost_divergent)
