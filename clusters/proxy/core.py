@@ -1,0 +1,396 @@
+"""The request path's engine: one listening port per broker, each client connection paired with its own
+upstream connection, requests framed and matched against hold rules, responses matched to requests.
+
+With no rule active a request is read whole (its length prefix, then its bytes), its fixed header read,
+and written upstream at once; a response is read whole and written back. A rule holds the requests it
+matches: the first matching request on a connection stops that connection's requests (Kafka answers a
+connection's requests in order, so everything behind it waits too) until its hold has passed, then they
+go to the broker on the same upstream connection, in order. If the client closes its side meanwhile, the
+upstream connection stays open until every held request has been delivered and the broker has answered
+the last one (the answers are discarded): the broker sees exactly the late request a slow network would
+have delivered. New connections are not held by a rule that covers only the connections open when it
+began (``connections="existing"``, the default).
+
+Every held request becomes a :class:`Held` record: which API, from which client id, bound for which
+broker, on which connection, when it arrived and when it was delivered, what the broker answered, and
+the fields of its body (decoded by kio) that say which transaction it belonged to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from clusters.proxy import wire
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT_S = 30.0   # after its client closed, how long a drained upstream waits for the last answer
+HIGH_WATER = 1 << 20      # bytes buffered towards a peer before a pump waits for them to leave
+
+
+@dataclass
+class Rule:
+    """Hold requests of ``apis`` bound for ``broker`` (None: every broker) from clients whose client.id
+    starts with one of ``clients`` (None: any) for a time drawn uniformly from [hold_min_s, hold_max_s]."""
+
+    rule_id: str
+    fault: str
+    apis: frozenset[int]
+    broker: int | None
+    clients: tuple[str, ...] | None
+    hold_min_s: float
+    hold_max_s: float
+    connections: str              # "existing": only connections open when the rule began; "all"
+    limit: int | None             # at most this many matched requests (None: no limit)
+    existing: frozenset[int] = frozenset()
+    matched: int = 0
+    active: bool = True
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    def matches(self, link: "Link", header: wire.RequestHeader) -> bool:
+        if not self.active or header.api_key not in self.apis:
+            return False
+        if self.broker is not None and link.broker != self.broker:
+            return False
+        if self.connections == "existing" and link.id not in self.existing:
+            return False
+        if self.clients is not None and not (header.client_id or "").startswith(self.clients):
+            return False
+        return self.limit is None or self.matched < self.limit
+
+    def hold_ns(self) -> int:
+        return int(self.rng.uniform(self.hold_min_s, self.hold_max_s) * 1e9)
+
+
+@dataclass
+class Held:
+    """One request a rule held (``cause`` matched) or that waited behind one on its connection (behind)."""
+
+    fault: str
+    rule: str
+    api: str
+    api_version: int
+    client: str | None
+    node: int
+    connection: int
+    correlation_id: int
+    cause: str                     # "matched" | "behind"
+    held_ns: int                   # monotonic clock (time.monotonic_ns) when the proxy read it
+    release_at_ns: int             # when it was due (0: as soon as the request before it went)
+    action: str = "delayed"
+    released_ns: int | None = None     # when it was written to the broker (None: never)
+    client_closed: bool = False         # whether the client had closed its side when it was delivered
+    response_ns: int | None = None      # when the broker's answer came back
+    response_error: Any = None          # the answer's error code (kio's name: "none", "producer_fenced")
+    response_forwarded: bool | None = None
+    outcome: str = "held"               # held | delivered | answered | upstream-closed
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Queued:
+    data: bytes
+    header: wire.RequestHeader
+    record: Held
+    expects_response: bool
+
+
+class Link:
+    """One client connection and the upstream connection it is paired with."""
+
+    def __init__(self, link_id: int, broker: int, peer: str, client_r: asyncio.StreamReader,
+                 client_w: asyncio.StreamWriter) -> None:
+        self.id = link_id
+        self.broker = broker
+        self.peer = peer
+        self.client_r = client_r
+        self.client_w = client_w
+        self.up_r: asyncio.StreamReader | None = None
+        self.up_w: asyncio.StreamWriter | None = None
+        self.queue: deque[_Queued] = deque()
+        self.draining = False
+        self.client_open = True
+        self.upstream_open = False
+        self.wake = asyncio.Event()
+        self.held: dict[int, Held] = {}       # correlation id -> record, for held requests awaiting an answer
+        self.awaiting: int | None = None      # correlation id of the last delivered held request that expects an answer
+        self.answered = asyncio.Event()
+        self.requests = 0
+        self.responses = 0
+
+
+class Proxy:
+    """The engine; the process around it (clusters/proxy/__main__.py) adds the control socket."""
+
+    def __init__(self, brokers: list[int], listen_host: str = "127.0.0.1",
+                 clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self.brokers = list(brokers)
+        self.listen_host = listen_host
+        self.clock = clock
+        self.routes: dict[int, tuple[str, int]] = {}
+        self.ports: dict[int, int] = {}
+        self.rules: dict[str, Rule] = {}
+        self.records: list[Held] = []
+        self.links: dict[int, Link] = {}
+        self._servers: list[asyncio.AbstractServer] = []
+        self._next_link = 1
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.totals = {"connections": 0, "requests": 0, "responses": 0, "refused": 0}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, ports: dict[int, int] | None = None) -> dict[int, int]:
+        """Listen on one port per broker (``ports``, or free ones the system picks); returns them."""
+        for broker in self.brokers:
+            server = await asyncio.start_server(
+                lambda r, w, b=broker: self._accept(b, r, w), self.listen_host, (ports or {}).get(broker, 0))
+            self._servers.append(server)
+            self.ports[broker] = server.sockets[0].getsockname()[1]
+        return dict(self.ports)
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for link in list(self.links.values()):
+            _close(link.client_w)
+            if link.up_w is not None:
+                _close(link.up_w)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def route(self, broker: int, host: str, port: int) -> None:
+        """Where new connections for ``broker`` go (a restarted broker may have a new address)."""
+        if broker not in self.ports:
+            raise ValueError(f"the proxy has no port for broker {broker}")
+        self.routes[broker] = (host, port)
+
+    # ------------------------------------------------------------------ rules
+
+    def hold(self, rule_id: str, apis: list[str], broker: int | None = None, clients: list[str] | None = None,
+             hold_s: float = 5.0, hold_max_s: float | None = None, connections: str = "existing",
+             limit: int | None = None, fault: str = "delay-requests", seed: int | None = None) -> Rule:
+        if rule_id in self.rules and self.rules[rule_id].active:
+            raise ValueError(f"rule {rule_id!r} is already active")
+        if connections not in ("existing", "all"):
+            raise ValueError(f"connections must be existing or all, not {connections!r}")
+        if broker is not None and broker not in self.ports:
+            raise ValueError(f"the proxy has no port for broker {broker}")
+        hold_max = hold_s if hold_max_s is None else hold_max_s
+        if hold_s < 0 or hold_max < hold_s:
+            raise ValueError(f"hold time must be 0 <= {hold_s} <= {hold_max}")
+        rule = Rule(rule_id, fault, frozenset(wire.api_key(a) for a in apis), broker,
+                    tuple(clients) if clients is not None else None, hold_s, hold_max, connections, limit,
+                    existing=frozenset(self.links), rng=random.Random(seed))
+        self.rules[rule_id] = rule
+        return rule
+
+    def release(self, rule_id: str, flush: bool = False) -> int:
+        """Stop the rule matching; with ``flush``, deliver what it holds now instead of when due.
+
+        Returns how many requests it still holds (0 after a flush once they went)."""
+        rule = self.rules.get(rule_id)
+        if rule is None:
+            raise ValueError(f"no rule {rule_id!r}")
+        rule.active = False
+        pending = 0
+        for link in self.links.values():
+            for q in link.queue:
+                if q.record.rule == rule_id:
+                    pending += 1
+                    if flush:
+                        q.record.release_at_ns = 0
+            if flush:
+                link.wake.set()
+        return pending
+
+    def pending(self) -> int:
+        return sum(len(link.queue) for link in self.links.values())
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.totals, "open": len(self.links), "pending": self.pending(), "records": len(self.records),
+                "rules": {r.rule_id: {"active": r.active, "matched": r.matched} for r in self.rules.values()}}
+
+    # ------------------------------------------------------------------ connections
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _accept(self, broker: int, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        route = self.routes.get(broker)
+        if route is None:   # the broker's address is not known yet: like a port nothing listens on
+            self.totals["refused"] += 1
+            _close(client_w)
+            return
+        peer = client_w.get_extra_info("peername")
+        link = Link(self._next_link, broker, f"{peer[0]}:{peer[1]}" if peer else "?", client_r, client_w)
+        self._next_link += 1
+        try:
+            link.up_r, link.up_w = await asyncio.open_connection(*route)
+        except OSError:
+            self.totals["refused"] += 1
+            _close(client_w)
+            return
+        link.upstream_open = True
+        self.links[link.id] = link
+        self.totals["connections"] += 1
+        responses = self._spawn(self._responses(link))
+        try:
+            await self._requests(link)
+        finally:
+            link.client_open = False
+            if not link.queue and not link.draining:
+                self._close_upstream(link)
+            await asyncio.gather(responses, return_exceptions=True)
+            self.links.pop(link.id, None)
+
+    async def _requests(self, link: Link) -> None:
+        """Client -> broker: frame each request, hold it or send it on."""
+        reader, up = link.client_r, link.up_w
+        assert up is not None
+        try:
+            while True:
+                prefix = await reader.readexactly(4)
+                payload = await reader.readexactly(wire.frame_length(prefix))
+                header = wire.request_header(payload)
+                link.requests += 1
+                self.totals["requests"] += 1
+                if link.queue or link.draining:
+                    self._enqueue(link, prefix + payload, header, None)
+                    continue
+                rule = self._match(link, header)
+                if rule is not None:
+                    self._enqueue(link, prefix + payload, header, rule)
+                    link.draining = True
+                    self._spawn(self._drain(link))
+                    continue
+                if not link.upstream_open:
+                    return
+                up.write(prefix)
+                up.write(payload)
+                if up.transport.get_write_buffer_size() > HIGH_WATER:
+                    await up.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, wire.WireError):
+            return
+
+    def _match(self, link: Link, header: wire.RequestHeader) -> Rule | None:
+        for rule in self.rules.values():
+            if rule.matches(link, header):
+                return rule
+        return None
+
+    def _enqueue(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule | None) -> None:
+        now = self.clock()
+        if rule is not None:
+            rule.matched += 1
+            cause, rule_id, fault, due = "matched", rule.rule_id, rule.fault, now + rule.hold_ns()
+        else:   # behind a held request: goes as soon as the one before it went
+            first = link.queue[0].record if link.queue else None
+            cause, rule_id, fault, due = "behind", first.rule if first else "", first.fault if first else "", 0
+        body: dict[str, Any] | None = None
+        detail: dict[str, Any] = {}
+        try:
+            body = wire.decode_request(data[4:])
+            detail = wire.summary(header.api_key, body)
+        except Exception as e:  # kio does not know this version, or the body is not what it says
+            detail = {"undecoded": f"{type(e).__name__}: {e}"[:200]}
+        record = Held(fault, rule_id, wire.api_name(header.api_key), header.api_version, header.client_id,
+                      link.broker, link.id, header.correlation_id, cause, now, due, detail=detail)
+        self.records.append(record)
+        link.queue.append(_Queued(data, header, record, wire.expects_response(header.api_key, body)))
+
+    async def _drain(self, link: Link) -> None:
+        """Deliver the held requests of ``link`` in order, each when due; then close an abandoned upstream."""
+        try:
+            while link.queue:
+                item = link.queue[0]
+                delay_ns = item.record.release_at_ns - self.clock()
+                if delay_ns > 0:
+                    link.wake.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(link.wake.wait(), delay_ns / 1e9)
+                    continue
+                link.queue.popleft()
+                record = item.record
+                if not link.upstream_open or link.up_w is None:
+                    record.outcome = "upstream-closed"
+                    continue
+                if item.expects_response:
+                    link.held[item.header.correlation_id] = record
+                    link.awaiting = item.header.correlation_id
+                    link.answered.clear()
+                link.up_w.write(item.data)
+                record.released_ns = self.clock()
+                record.client_closed = not link.client_open
+                record.outcome = "delivered"
+                with contextlib.suppress(ConnectionError):
+                    await link.up_w.drain()
+        finally:
+            link.draining = False
+        if not link.client_open:
+            if link.awaiting is not None and link.upstream_open:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(link.answered.wait(), DRAIN_TIMEOUT_S)
+            self._close_upstream(link)
+
+    async def _responses(self, link: Link) -> None:
+        """Broker -> client: frame each response; note the answers to held requests."""
+        reader, client = link.up_r, link.client_w
+        assert reader is not None
+        try:
+            while True:
+                prefix = await reader.readexactly(4)
+                payload = await reader.readexactly(wire.frame_length(prefix))
+                link.responses += 1
+                self.totals["responses"] += 1
+                if link.held:
+                    record = link.held.pop(wire.response_correlation_id(payload), None)
+                    if record is not None:
+                        self._answered(link, record, payload)
+                if link.client_open:
+                    client.write(prefix)
+                    client.write(payload)
+                    if client.transport.get_write_buffer_size() > HIGH_WATER:
+                        with contextlib.suppress(ConnectionError):
+                            await client.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, wire.WireError):
+            pass
+        finally:
+            link.upstream_open = False
+            link.answered.set()
+            link.wake.set()
+            _close(client)   # the broker closed: so does the client's side, as a direct connection would
+
+    def _answered(self, link: Link, record: Held, payload: bytes) -> None:
+        record.response_ns = self.clock()
+        record.response_forwarded = link.client_open
+        record.outcome = "answered"
+        try:
+            api = wire.api_keys()[record.api]
+            record.response_error = wire.error_of(wire.decode_response(api, record.api_version, payload))
+        except Exception as e:
+            record.response_error = f"undecoded: {type(e).__name__}"
+        if record.correlation_id == link.awaiting:
+            link.answered.set()
+
+    def _close_upstream(self, link: Link) -> None:
+        if link.up_w is not None:
+            _close(link.up_w)
+
+
+def _close(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):
+        writer.close()

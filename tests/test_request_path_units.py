@@ -1,0 +1,296 @@
+"""The request path without a cluster: the wire format, and the proxy's hold and release logic against a
+fake broker made of real asyncio sockets (it answers every request with its correlation id and logs
+which of its connections each request came on, and when)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.end_txn.v3.response import EndTxnResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader as KioHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial import entity_writer
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+from clusters.proxy import wire
+from clusters.proxy.core import Proxy
+from clusters.request_path import RequestPath
+
+END_TXN = 26
+METADATA = 3
+HOLD_S = 0.6
+
+
+def end_txn(correlation_id: int, client_id: str | None = "kchaos-p1", txn: str = "t-1",
+            committed: bool = True) -> bytes:
+    """A whole EndTxn v3 request, length prefix included, encoded by kio."""
+    out = io.BytesIO()
+    entity_writer(KioHeader)(out, KioHeader(request_api_key=i16(END_TXN), request_api_version=i16(3),
+                                            correlation_id=i32(correlation_id), client_id=client_id))
+    entity_writer(EndTxnRequest)(out, EndTxnRequest(transactional_id=txn, producer_id=i64(7),
+                                                    producer_epoch=i16(2), committed=committed))
+    return wire.frame(out.getvalue())
+
+
+def metadata_request(correlation_id: int, client_id: str = "kchaos-p1") -> bytes:
+    """A Metadata v1 request (header v1, body: an empty topic array), by hand: only its header matters."""
+    cid = client_id.encode()
+    return wire.frame(struct.pack(">hhih", METADATA, 1, correlation_id, len(cid)) + cid + struct.pack(">i", 0))
+
+
+def end_txn_response(correlation_id: int, error: ErrorCode = ErrorCode.none) -> bytes:
+    out = io.BytesIO()
+    entity_writer(ResponseHeader)(out, ResponseHeader(correlation_id=i32(correlation_id)))
+    entity_writer(EndTxnResponse)(out, EndTxnResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=error))
+    return wire.frame(out.getvalue())
+
+
+# ---------------------------------------------------------------------------------------------- wire
+
+def test_request_header_is_read_by_hand_and_agrees_with_kio() -> None:
+    payload = end_txn(41, "kchaos-p1")[4:]
+    assert wire.frame_length(end_txn(41)[:4]) == len(payload)
+    assert wire.request_header(payload) == wire.RequestHeader(END_TXN, 3, 41, "kchaos-p1")
+    assert wire.request_header(end_txn(5, None)[4:]).client_id is None
+    with pytest.raises(wire.WireError):
+        wire.request_header(payload[:5])
+    with pytest.raises(wire.WireError):
+        wire.frame_length(struct.pack(">i", -1))
+
+
+def test_api_names_come_from_kio_as_kafka_spells_them() -> None:
+    assert wire.api_key("EndTxn") == 26
+    assert wire.api_name(0) == "Produce"
+    assert wire.api_key("AddPartitionsToTxn") == 24 and wire.api_key("TxnOffsetCommit") == 28
+    with pytest.raises(ValueError, match="no Kafka API named 'Endtxn'"):
+        wire.api_key("Endtxn")
+
+
+def test_a_held_body_and_its_answer_are_decoded_by_kio() -> None:
+    body = wire.decode_request(end_txn(3, txn="t-9", committed=False)[4:])
+    assert wire.summary(END_TXN, body) == {"transactional_id": "t-9", "producer_id": 7, "producer_epoch": 2,
+                                            "committed": False}
+    answer = wire.decode_response(END_TXN, 3, end_txn_response(3, ErrorCode.producer_fenced)[4:])
+    assert wire.error_of(answer) == "producer_fenced"
+    assert wire.expects_response(END_TXN, body)
+    assert not wire.expects_response(0, {"acks": 0}) and wire.expects_response(0, {"acks": -1})
+
+
+# ---------------------------------------------------------------------------------------------- engine
+
+class FakeBroker:
+    """Answers every request with an EndTxn response carrying its correlation id; logs each arrival."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[int, int, int, float]] = []   # (connection, api, correlation id, time)
+        self.closed: list[tuple[int, float]] = []
+        self.connections = 0
+        self.port = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> "FakeBroker":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        conn = self.connections
+        try:
+            while True:
+                payload = await r.readexactly(wire.frame_length(await r.readexactly(4)))
+                h = wire.request_header(payload)
+                self.arrivals.append((conn, h.api_key, h.correlation_id, time.monotonic()))
+                w.write(end_txn_response(h.correlation_id))
+                await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.closed.append((conn, time.monotonic()))
+        finally:
+            w.close()
+
+    def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+class Client:
+    def __init__(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.r, self.w = r, w
+
+    @classmethod
+    async def connect(cls, port: int) -> "Client":
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    def send(self, data: bytes) -> None:
+        self.w.write(data)
+
+    async def answer(self, timeout: float = 5) -> int:
+        async def read() -> bytes:
+            return await self.r.readexactly(wire.frame_length(await self.r.readexactly(4)))
+        return wire.response_correlation_id(await asyncio.wait_for(read(), timeout))
+
+
+def run(test: Callable[[Proxy, FakeBroker], Awaitable[None]]) -> None:
+    async def main() -> None:
+        broker = await FakeBroker().start()
+        proxy = Proxy([1, 2])
+        await proxy.start()
+        proxy.route(1, "127.0.0.1", broker.port)
+        try:
+            await test(proxy, broker)
+        finally:
+            await proxy.close()
+            broker.close()
+    asyncio.run(main())
+
+
+async def until(condition: Callable[[], Any], timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+def test_requests_pass_and_answers_return_with_no_rule() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        for i in range(1, 4):
+            c.send(end_txn(i))
+        assert [await c.answer() for _ in range(3)] == [1, 2, 3]
+        assert [a[2] for a in broker.arrivals] == [1, 2, 3]
+        assert proxy.records == []
+    run(test)
+
+
+def test_a_held_request_and_those_behind_it_arrive_late_in_order_while_a_new_connection_passes() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        old = await Client.connect(proxy.ports[1])
+        old.send(metadata_request(1))
+        assert await old.answer() == 1
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=HOLD_S)
+        sent = time.monotonic()
+        old.send(end_txn(2))
+        old.send(metadata_request(3))   # not an EndTxn, but behind one on the same connection
+        await asyncio.sleep(0.1)
+        new = await Client.connect(proxy.ports[1])   # the client's retry, on a new connection
+        new.send(end_txn(100))
+        assert await new.answer() == 100
+        new_arrival = broker.arrivals[-1]
+        assert new_arrival[2] == 100 and new_arrival[3] - sent < HOLD_S / 2
+        assert [await old.answer() for _ in range(2)] == [2, 3]
+        late = [a for a in broker.arrivals if a[2] in (2, 3)]
+        assert [a[2] for a in late] == [2, 3] and {a[0] for a in late} == {1}   # in order, on the old connection
+        assert late[0][3] - sent >= HOLD_S
+        matched, behind = proxy.records
+        assert (matched.api, matched.cause, matched.correlation_id, matched.client) == ("EndTxn", "matched", 2,
+                                                                                        "kchaos-p1")
+        assert (behind.api, behind.cause, behind.correlation_id) == ("Metadata", "behind", 3)
+        assert matched.detail["transactional_id"] == "t-1" and matched.detail["committed"] is True
+        assert matched.released_ns is not None and matched.released_ns - matched.held_ns >= HOLD_S * 1e9
+        assert matched.outcome == "answered" and matched.response_error == "none" and matched.response_forwarded
+        assert not matched.client_closed
+        assert proxy.pending() == 0
+    run(test)
+
+
+def test_a_request_held_after_its_client_gave_up_still_reaches_the_broker_on_its_own_connection() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        c.send(metadata_request(1))
+        assert await c.answer() == 1
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=HOLD_S)
+        c.send(end_txn(2, committed=False))
+        await asyncio.sleep(0.1)
+        c.w.close()   # the client's request time-out: it closes the connection
+        await until(lambda: proxy.records and proxy.records[0].outcome == "answered")
+        (held,) = proxy.records
+        assert held.client_closed and held.response_forwarded is False
+        assert [(a[0], a[2]) for a in broker.arrivals] == [(1, 1), (1, 2)]
+        await until(lambda: broker.closed)   # the abandoned upstream closes once answered
+        assert broker.closed[0][0] == 1 and not proxy.links
+    run(test)
+
+
+def test_release_stops_matching_and_flush_delivers_at_once() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        await until(lambda: proxy.links)
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=30)
+        c.send(end_txn(1))
+        await until(lambda: proxy.pending() == 1)
+        started = time.monotonic()
+        assert proxy.release("r1", flush=True) == 1
+        assert await c.answer() == 1 and time.monotonic() - started < 1
+        c.send(end_txn(2))   # the rule no longer matches
+        assert await c.answer() == 2 and len(proxy.records) == 1
+    run(test)
+
+
+def test_rules_choose_by_api_broker_client_and_connection() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        proxy.route(2, "127.0.0.1", broker.port)
+        a = await Client.connect(proxy.ports[1])
+        b = await Client.connect(proxy.ports[2])
+        await until(lambda: len(proxy.links) == 2)
+        proxy.hold("r1", ["EndTxn"], broker=1, clients=["kchaos-p"], hold_s=HOLD_S)
+        a.send(end_txn(1, client_id="kchaos-c1"))   # another client
+        assert await a.answer(1) == 1
+        a.send(metadata_request(2))                  # another API
+        assert await a.answer(1) == 2
+        b.send(end_txn(3))                           # another broker
+        assert await b.answer(1) == 3
+        assert proxy.records == []
+        a.send(end_txn(4))
+        with pytest.raises(asyncio.TimeoutError):
+            await a.answer(HOLD_S / 3)
+        assert await a.answer() == 4 and [r.correlation_id for r in proxy.records] == [4]
+        proxy.hold("r2", ["EndTxn"], broker=1, hold_s=HOLD_S, connections="all", limit=1)
+        proxy.release("r1")
+        c = await Client.connect(proxy.ports[1])   # new, but the rule covers all connections
+        started = time.monotonic()
+        c.send(end_txn(5))
+        assert await c.answer() == 5 and time.monotonic() - started >= HOLD_S
+        c.send(end_txn(6))                          # the limit is reached
+        assert await c.answer(HOLD_S / 3) == 6
+    run(test)
+
+
+def test_the_proxy_process_is_driven_through_its_handle(tmp_path: Path) -> None:
+    async def main() -> None:
+        broker = await FakeBroker().start()
+        path = await asyncio.to_thread(RequestPath.start, [1, 2, 3], tmp_path)
+        try:
+            assert set(path.ports) == {1, 2, 3} and path.bootstrap_servers.startswith("127.0.0.1:")
+            await asyncio.to_thread(path.route, 1, "127.0.0.1", broker.port)
+            c = await Client.connect(path.ports[1])
+            c.send(metadata_request(1))
+            assert await c.answer() == 1
+            rule = await asyncio.to_thread(lambda: path.hold(["EndTxn"], broker=1, hold_s=HOLD_S))
+            c.send(end_txn(2))
+            assert await c.answer() == 2
+            (held,) = await asyncio.to_thread(path.held)
+            assert held.api == "EndTxn" and held.rule == rule and held.held_s is not None
+            assert held.held_s >= HOLD_S and held.outcome == "answered"
+            event = held.event(held.held_ns - 1000)
+            assert event["kind"] == "request" and event["held_ns"] == 1000 and event["action"] == "delayed"
+            assert await asyncio.to_thread(path.release, rule) == 0
+            stats = await asyncio.to_thread(path.stats)
+            assert stats["requests"] == 2 and stats["rules"][rule] == {"active": False, "matched": 1}
+            with pytest.raises(Exception, match="no Kafka API named"):
+                await asyncio.to_thread(lambda: path.hold(["Nope"], hold_s=1))
+        finally:
+            await asyncio.to_thread(path.stop)
+            broker.close()
+        assert not path.running
+    asyncio.run(main())
