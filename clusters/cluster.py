@@ -35,6 +35,7 @@ from clusters import cleanup, config
 from clusters.errors import AdminError, ClusterError
 from clusters.image import ensure_image
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
+from clusters.request_path import RequestPath
 from clusters.node import (LABEL_CLUSTER, LABEL_KRAFT_ID, LABEL_METADATA, LABEL_NODE_ID, LABEL_OWNER, LABEL_ROLE,
                            LABEL_VERSION, LABEL_WORKDIR, Node, Role, tcp_open)
 from clusters.spec import ClusterSpec
@@ -94,6 +95,8 @@ class Cluster:
         self.kraft_cluster_id = kraft_cluster_id   # KRaft mode: the id every node's storage is formatted with
         self._admin: AdminClient | None = None
         self._zk: ZooKeeperMetadata | None = None
+        # the request path's proxy (spec.request_path): started before the brokers, which advertise its ports
+        self.request_path: RequestPath | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -130,7 +133,10 @@ class Cluster:
                 cluster._start_nodes(image, network, labels, "zookeeper", range(1, spec.zookeepers + 1))
             cluster._await(cluster._metadata_ready, f"{cluster._quorum_name} elects a leader",
                            cluster.metadata_nodes)
+            if spec.request_path:
+                cluster.request_path = RequestPath.start(range(1, spec.brokers + 1), workdir / "request-path")
             cluster._start_nodes(image, network, labels, "broker", range(1, spec.brokers + 1))
+            cluster.route_clients()
             cluster._await(cluster._brokers_ready, "every broker registers and a controller is elected",
                            cluster.brokers)
         except BaseException:
@@ -165,7 +171,8 @@ class Cluster:
             data.mkdir(parents=True, exist_ok=True)
             heap = self.spec.controller_heap
         else:
-            (etc / "server.properties").write_text(config.server_properties(self.spec, node_id))
+            proxied = self.request_path.address(node_id) if self.request_path is not None else None
+            (etc / "server.properties").write_text(config.server_properties(self.spec, node_id, proxied=proxied))
             volume = LoopVolume(node_dir / f"{self.cluster_id}-{name}{IMAGE_SUFFIX}", data,
                                 self.spec.data_size_mb).create()
             heap = self.spec.broker_heap
@@ -257,6 +264,22 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         """Broker addresses reachable from the host (the containers' bridge IPs)."""
         return ",".join(f"{b.ip}:{config.CLIENT_PORT}" for b in self.brokers if b.running)
+
+    @property
+    def client_bootstrap_servers(self) -> str:
+        """Where the workload's clients bootstrap: the request path's ports when it is on (every broker
+        then advertises its proxied address to them), else the brokers themselves."""
+        if self.request_path is not None:
+            return self.request_path.bootstrap_servers
+        return self.bootstrap_servers
+
+    def route_clients(self, brokers: Iterable[Node] | None = None) -> None:
+        """Point the request path at each broker's proxied listener (a restarted broker may have a new address)."""
+        if self.request_path is None:
+            return
+        for b in brokers if brokers is not None else self.brokers:
+            if b.running:
+                self.request_path.route(b.node_id, b.ip, config.PROXIED_PORT)
 
     @property
     def client_address(self) -> str:
@@ -481,6 +504,8 @@ class Cluster:
             if not node.running:
                 node.start()
             if self._serves(node):
+                if node.role == "broker":
+                    self.route_clients([node])
                 return
             time.sleep(1)
         raise ClusterError(f"{node.name} did not serve again within {timeout:.0f}s; log tail: {node.log_tail()}")
@@ -548,6 +573,8 @@ class Cluster:
         if self._zk is not None:
             self._zk.close()
             self._zk = None
+        if self.request_path is not None:
+            self.request_path.stop()
         cleanup.remove_cluster(self.cluster_id)
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -15,6 +15,11 @@ from clusters.node import SERVICE_PORTS, Role
 from clusters.spec import ClusterSpec
 
 CLIENT_PORT = SERVICE_PORTS["broker"]
+# a broker's second listener, for the workload's clients when the request path (clusters/proxy/) is on:
+# it advertises the proxy's port for that broker, so a client that bootstraps through the proxy is sent
+# back through it for every broker; the brokers and the harness keep the first listener
+PROXIED_LISTENER = "PROXIED"
+PROXIED_PORT = 9094
 CONTROLLER_PORT = SERVICE_PORTS["controller"]
 ZK_PORT = SERVICE_PORTS["zookeeper"]
 CONTROLLER_ID_BASE = 100
@@ -112,8 +117,12 @@ def _kraft_common(spec: ClusterSpec, node_id: int) -> dict[str, str]:
     }
 
 
-def broker_defaults(spec: ClusterSpec, broker_id: int) -> dict[str, str]:
-    """Settings a test broker needs; durability settings stay at Kafka's defaults."""
+def broker_defaults(spec: ClusterSpec, broker_id: int, proxied: str | None = None) -> dict[str, str]:
+    """Settings a test broker needs; durability settings stay at Kafka's defaults.
+
+    ``proxied`` (host:port of the request path's port for this broker) adds the PROXIED listener, which
+    advertises that address; inter-broker traffic stays on PLAINTEXT.
+    """
     internal_rf = str(min(3, spec.brokers))
     if spec.metadata == "kraft":
         metadata = {"process.roles": "broker", **_kraft_common(spec, broker_id)}
@@ -125,10 +134,21 @@ def broker_defaults(spec: ClusterSpec, broker_id: int) -> dict[str, str]:
             # seconds move leadership as a real outage would
             "zookeeper.session.timeout.ms": "6000",
         }
-    return {
-        **metadata,
+    listeners = {
         "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT}",
         "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT}",
+    }
+    if proxied is not None:
+        protocols = metadata.get("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT")
+        listeners = {
+            "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT},{PROXIED_LISTENER}://0.0.0.0:{PROXIED_PORT}",
+            "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT},{PROXIED_LISTENER}://{proxied}",
+            "listener.security.protocol.map": f"{protocols},{PROXIED_LISTENER}:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+        }
+    return {
+        **metadata,
+        **listeners,
         "log.dirs": f"/data/{BROKER_LOG_SUBDIR}",
         "offsets.topic.replication.factor": internal_rf,
         "transaction.state.log.replication.factor": internal_rf,
@@ -154,13 +174,14 @@ def controller_defaults(spec: ClusterSpec, node_id: int) -> dict[str, str]:
     }
 
 
-def server_properties(spec: ClusterSpec, node_id: int, role: Role = "broker") -> str:
+def server_properties(spec: ClusterSpec, node_id: int, role: Role = "broker", proxied: str | None = None) -> str:
     """server.properties of a broker or a KRaft controller; ``spec.broker_config`` comes last.
 
     Controllers get the overrides too: in KRaft the controller elects leaders,
     so cluster-wide defaults such as unclean.leader.election.enable or
-    min.insync.replicas are read from its own static config.
+    min.insync.replicas are read from its own static config. ``proxied``: see broker_defaults.
     """
-    defaults = controller_defaults(spec, node_id) if role == "controller" else broker_defaults(spec, node_id)
+    defaults = (controller_defaults(spec, node_id) if role == "controller"
+                else broker_defaults(spec, node_id, proxied))
     settings = {**defaults, **{k: str(v) for k, v in spec.broker_config.items()}}
     return "".join(f"{k}={v}\n" for k, v in settings.items())

@@ -29,6 +29,9 @@ class ClusterSpec:
     broker_heap: str = "-Xms256m -Xmx768m"
     zookeeper_heap: str = "-Xms64m -Xmx256m"
     controller_heap: str = "-Xms128m -Xmx512m"
+    # the request path (clusters/proxy/): a proxy process between the workload's clients and each
+    # broker, for request-level faults; off, the cluster is exactly as before
+    request_path: bool = False
 
     def validate(self) -> None:
         if self.metadata not in ("zookeeper", "kraft"):

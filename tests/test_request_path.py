@@ -1,0 +1,127 @@
+"""The request path on a real cluster: clients go through it for every broker, and a Produce request held
+by it reaches the broker late, on its own connection, after its client gave up on it, while a new
+connection passes."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from clusters.cluster import Cluster
+from clusters.spec import ClusterSpec, TopicSpec
+from clusters.topics import create_topic
+from tests.conftest import assert_nothing_left, start_owned_cluster
+
+pytestmark = pytest.mark.cluster
+
+HOLD_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    spec = ClusterSpec(brokers=3, zookeepers=1, request_path=True)
+    c = start_owned_cluster(spec, tmp_path_factory.mktemp("proxied"))
+    try:
+        yield c
+    finally:
+        c.teardown(logs_to=tmp_path_factory.mktemp("proxied-logs"))
+        assert_nothing_left(c.cluster_id, c.workdir)
+        assert c.request_path is not None and not c.request_path.running
+
+
+def high_watermark(cluster: Cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hw"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
+    finally:
+        consumer.close()
+
+
+def read_values(cluster: Cluster, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"r-{topic}",
+                        "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        values += [m.value() for m in consumer.consume(100, timeout=1) if m.error() is None]
+    consumer.close()
+    return values
+
+
+def test_clients_reach_every_broker_through_the_request_path(proxied: Cluster) -> None:
+    path = proxied.request_path
+    assert path is not None
+    producer = Producer({"bootstrap.servers": proxied.client_bootstrap_servers})
+    brokers = producer.list_topics(timeout=10).brokers
+    assert {b.id: f"{b.host}:{b.port}" for b in brokers.values()} == {i: path.address(i) for i in (1, 2, 3)}
+    # the harness's own view (the first listener) still names the brokers themselves
+    direct = proxied.metadata().brokers
+    assert {b.host for b in direct.values()} == {b.ip for b in proxied.brokers}
+
+
+def test_a_held_produce_reaches_the_broker_late_while_a_new_connection_passes(proxied: Cluster) -> None:
+    path = proxied.request_path
+    assert path is not None
+    topic = TopicSpec(f"held-{uuid.uuid4().hex[:6]}", partitions=1, replication_factor=3, min_insync_replicas=2)
+    create_topic(proxied, topic)
+    leader = proxied.leader(topic.name, 0)
+    assert leader is not None
+
+    reports: list[tuple[bytes, str | None, float]] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        reports.append((msg.value(), err.name() if err else None, time.monotonic()))  # type: ignore[attr-defined]
+
+    # short time-outs: the client gives up on the held request long before it is delivered
+    p1 = Producer({"bootstrap.servers": proxied.client_bootstrap_servers, "client.id": "kchaos-p1", "acks": "all",
+                   "request.timeout.ms": 1500, "message.timeout.ms": 2500, "retries": 0, "linger.ms": 0,
+                   "on_delivery": report})
+    p1.produce(topic.name, b"warm", partition=0)
+    assert p1.flush(20) == 0 and reports[-1][1] is None   # its connection to the leader is open now
+
+    rule = path.hold(["Produce"], broker=leader.node_id, hold_s=HOLD_S, clients=["kchaos-p1"])
+    held_at = time.monotonic()
+    p1.produce(topic.name, b"late", partition=0)
+    p1.poll(0)
+    time.sleep(0.5)
+
+    # another client on a new connection to the same broker passes at once
+    p2 = Producer({"bootstrap.servers": proxied.client_bootstrap_servers, "client.id": "kchaos-p1-retry",
+                   "acks": "all", "on_delivery": report})
+    p2.produce(topic.name, b"passes", partition=0)
+    assert p2.flush(HOLD_S / 2) == 0
+    passed = next(r for r in reports if r[0] == b"passes")
+    assert passed[1] is None and passed[2] - held_at < HOLD_S / 2
+
+    p1.flush(HOLD_S)
+    late = next(r for r in reports if r[0] == b"late")
+    assert late[1] is not None and late[2] - held_at < HOLD_S, "the client saw its request time out"
+    assert high_watermark(proxied, topic.name) == 2, "the held record is not in the log yet"
+
+    deadline = time.monotonic() + HOLD_S + 10
+    while high_watermark(proxied, topic.name) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    arrived = time.monotonic()
+    assert arrived - held_at >= HOLD_S - 0.5
+    assert read_values(proxied, topic.name, 3) == [b"warm", b"passes", b"late"]
+
+    assert path.release(rule) == 0
+    held = [h for h in path.held() if h.rule == rule]
+    matched = [h for h in held if h.cause == "matched"]
+    assert len(matched) == 1
+    (h,) = matched
+    assert (h.api, h.client, h.node, h.action) == ("Produce", "kchaos-p1", leader.node_id, "delayed")
+    assert h.released_ns is not None and (h.released_ns - h.held_ns) / 1e9 >= HOLD_S
+    assert h.detail["partitions"] == [f"{topic.name}-0"] and h.detail["acks"] == -1
+    assert h.outcome == "answered" and h.response_error == "none"
+    # librdkafka closes a connection whose request timed out: the late answer went nowhere
+    assert h.client_closed and h.response_forwarded is False
+    stats = path.stats()
+    assert stats["pending"] == 0 and stats["rules"][rule]["matched"] == 1
