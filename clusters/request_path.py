@@ -137,7 +137,8 @@ class RequestPath:
              connections: str = "existing", limit: int | None = None, fault: str = "delay-requests",
              seed: int | None = None) -> str:
         """Hold requests of ``apis`` (Kafka's names: EndTxn, Produce, ...) bound for ``broker`` (None: any)
-        from clients whose client.id starts with one of ``clients`` (None: any), each for ``hold_s`` seconds
+        from clients whose client.id is one of ``clients`` (None: any; ``name*``: every id starting with
+        name), each for ``hold_s`` seconds
         (or a time drawn from [hold_s, hold_max_s]), then deliver them on their own connection, in order.
         ``connections="existing"`` holds only on connections open now: a client's new connection passes.
         Returns the rule's id, for ``release``."""
@@ -162,6 +163,10 @@ class RequestPath:
         return dict(self._call("stats")["stats"])
 
     # ------------------------------------------------------------------ process
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     @property
     def running(self) -> bool:

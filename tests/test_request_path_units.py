@@ -243,7 +243,7 @@ def test_rules_choose_by_api_broker_client_and_connection() -> None:
         a = await Client.connect(proxy.ports[1])
         b = await Client.connect(proxy.ports[2])
         await until(lambda: len(proxy.links) == 2)
-        proxy.hold("r1", ["EndTxn"], broker=1, clients=["kchaos-p"], hold_s=HOLD_S)
+        proxy.hold("r1", ["EndTxn"], broker=1, clients=["kchaos-p*", "other"], hold_s=HOLD_S)
         a.send(end_txn(1, client_id="kchaos-c1"))   # another client
         assert await a.answer(1) == 1
         a.send(metadata_request(2))                  # another API

@@ -38,7 +38,8 @@ HIGH_WATER = 1 << 20      # bytes buffered towards a peer before a pump waits fo
 @dataclass
 class Rule:
     """Hold requests of ``apis`` bound for ``broker`` (None: every broker) from clients whose client.id
-    starts with one of ``clients`` (None: any) for a time drawn uniformly from [hold_min_s, hold_max_s]."""
+    is one of ``clients`` (None: any; an entry ending in ``*`` is a prefix) for a time drawn uniformly
+    from [hold_min_s, hold_max_s]."""
 
     rule_id: str
     fault: str
@@ -61,12 +62,17 @@ class Rule:
             return False
         if self.connections == "existing" and link.id not in self.existing:
             return False
-        if self.clients is not None and not (header.client_id or "").startswith(self.clients):
+        if self.clients is not None and not client_matches(header.client_id or "", self.clients):
             return False
         return self.limit is None or self.matched < self.limit
 
     def hold_ns(self) -> int:
         return int(self.rng.uniform(self.hold_min_s, self.hold_max_s) * 1e9)
+
+
+def client_matches(client_id: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``client_id`` is one of ``patterns`` (``name*``: any id that starts with name)."""
+    return any(client_id.startswith(p[:-1]) if p.endswith("*") else client_id == p for p in patterns)
 
 
 @dataclass
