@@ -30,6 +30,7 @@ class FaultKind:
     colour: str  # its band in the report's timeline
     stops_process: bool
     restarts: bool
+    request_level: bool = False  # it works on the request path: a scenario with one starts the cluster's proxy
     loses_unsynced: bool = False
 
 
@@ -49,6 +50,10 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               "restarted when healed", ("full disk", "full disks"), "#546e7a", stops_process=True, restarts=True),
     FaultKind("client-crash", "client", "SIGKILL a producer, consumer or pipeline process; a new one takes its "
               "place when healed", ("crash", "crashes"), "#00897b", stops_process=True, restarts=True),
+    FaultKind("delay-requests", "node", "hold requests of chosen Kafka APIs from chosen clients to the broker, "
+              "then deliver them late on their own connection while new connections pass",
+              ("request delay", "request delays"), "#c0ca33", stops_process=False, restarts=False,
+              request_level=True),
 )}
 UNKNOWN_FAULT_COLOUR = "#757575"
 

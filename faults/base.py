@@ -53,6 +53,7 @@ class Fault(ABC, Generic[Victim]):
     restarts: ClassVar[bool] = False
     stops_process: ClassVar[bool] = False
     victim: ClassVar[str] = "node"
+    request_level: ClassVar[bool] = False  # it works on the request path (clusters/proxy/)
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
                  options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
@@ -68,6 +69,7 @@ class Fault(ABC, Generic[Victim]):
         known = fault_kind(getattr(cls, "kind", ""))
         if known is not None:
             cls.restarts, cls.stops_process, cls.victim = known.restarts, known.stops_process, known.victim
+            cls.request_level = known.request_level
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -113,6 +115,11 @@ class Fault(ABC, Generic[Victim]):
     @abstractmethod
     def heal(self, nodes: list[Victim]) -> None:
         """Undo ``apply`` and check that it was undone."""
+
+    def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
+        """events.jsonl lines (each with its ``kind``) that prove what the last application did, asked
+        after it healed; ``origin_ns`` is the run clock's origin. Most faults prove it in ``apply``."""
+        return []
 
     def recover(self, nodes: list[Node]) -> None:
         """Bring stopped nodes back until they serve (shared by the faults that stop processes)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from faults.base import Fault
 from faults.client_crash import ClientCrashFault
+from faults.delay_requests import DelayRequestsFault
 from faults.disk_full import DiskFullFault
 from faults.kill import KillFault
 from faults.partition import PartitionFault
@@ -13,5 +14,5 @@ from faults.slow_network import SlowNetworkFault
 
 FAULTS: dict[str, type[Fault]] = {
     f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault,
-                        ClientCrashFault)
+                        ClientCrashFault, DelayRequestsFault)
 }

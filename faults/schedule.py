@@ -181,6 +181,9 @@ class Nemesis:
         active.fault.heal(active.victims)
         self.active.pop()
         self._record(active, "heal", self.history.clock.now_ns())
+        for line in active.fault.evidence(self.history.clock.origin_ns):
+            line = dict(line)
+            self.history.event(line.pop("kind"), **line)
 
     def _heal_active(self) -> None:
         """Heal every active fault, innermost first."""

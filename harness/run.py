@@ -122,7 +122,7 @@ class Trial:
         self.history = history
         self.progress = progress
         topic = scenario.topic.name
-        bootstrap = cluster.bootstrap_servers
+        bootstrap = cluster.client_bootstrap_servers   # through the request path when the scenario has one
         w = scenario.workload
         txns = w.transactions
 

@@ -428,7 +428,10 @@ class Scenario(Strict):
         c = self.cluster
         return ClusterSpec(kafka_version=c.kafka_version, metadata=c.metadata, brokers=c.brokers,
                            zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
-                           broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()})
+                           broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()},
+                           request_path=any(FAULTS[f.kind].request_level or
+                                            (f.then is not None and FAULTS[f.then.kind].request_level)
+                                            for f in self.faults))
 
     def topics(self) -> list[str]:
         """The topics the workload writes: its own, and a pipeline's output."""

@@ -84,6 +84,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("workload: {client: java, consumers: {java_config: {max.poll.records: 0}}}",
      "workload.consumers: Kafka 3.9.2's Java consumer refuses these settings: Invalid value 0 for configuration "
      "max.poll.records"),
+    ("faults: [{kind: delay-requests, target: txn-coordinator, options: {apis: EndTx}}]",
+     "faults.0: delay-requests: no Kafka API named 'EndTx'"),
+    ("faults: [{kind: delay-requests, target: controller}]", "target must be one of partition-leader"),
+    ("faults: [{kind: delay-requests, options: {roles: admins}}]", "roles must be a list of producer"),
     ("name: [unclosed", "not valid YAML"),
     ("- a list", "a scenario is a mapping"),
 ])
@@ -92,6 +96,15 @@ def test_bad_scenarios_get_one_line(tmp_path: Path, text: str, message: str) -> 
         load_scenario(write(tmp_path, text))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_request_level_fault_puts_the_request_path_in_the_cluster(tmp_path: Path) -> None:
+    text = ("faults: [{kind: delay-requests, target: partition-leader, duration_s: 10,\n"
+            "          options: {apis: \"EndTxn,TxnOffsetCommit\", hold_s: 6, roles: \"producer,pipeline\"}}]")
+    assert load_scenario(write(tmp_path, text)).cluster_spec().request_path
+    assert not load_scenario(write(tmp_path, "faults: [{kind: kill}]")).cluster_spec().request_path
+    nested = "faults: [{kind: partition, duration_s: 20, then: {kind: delay-requests, target: partition-leader}}]"
+    assert load_scenario(write(tmp_path, nested)).cluster_spec().request_path
 
 
 def test_a_restart_inside_a_cut_that_keeps_the_quorum_reachable_is_accepted(tmp_path: Path) -> None:

@@ -1,0 +1,145 @@
+"""delay-requests: requests of chosen Kafka APIs from chosen clients to the target brokers are held by the
+request path and delivered late, on their own connection, in order, while new connections pass.
+
+This is KAFKA-17754's trigger: the client times out, retries on a new connection (which passes), goes on,
+and then the held request (an EndTxn, a Produce) reaches the broker. The fault speaks only to the
+cluster's :class:`clusters.request_path.RequestPath`. Applying it starts one hold rule per target broker
+on the connections open at that moment; healing stops the rules and waits until every request they held
+was delivered (each is held for its full time) and answered, then each becomes a ``request`` line in
+events.jsonl (``evidence``): which request, from which client, bound for which broker, on which
+connection, when held, when delivered, what the broker answered.
+
+Options (scalars, as every fault's): ``apis`` (Kafka's names, comma-separated: EndTxn, Produce,
+AddPartitionsToTxn, TxnOffsetCommit, Fetch, ...), ``hold_s`` and ``hold_max_s`` (a time drawn per request
+from [hold_s, hold_max_s]; unset: exactly hold_s), ``roles`` (comma-separated: producer, consumer,
+pipeline; ``all``: every client, the harness's own included),
+``connections`` (existing: only connections open when the fault starts, so a retry on a new connection
+passes; all: new ones too), ``limit`` (at most this many requests matched per broker; null: no limit).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from clusters.node import Node
+from clusters.request_path import HeldRequest, RequestPathError
+from clusters.spec import ClusterSpec
+from faults.base import Fault, FaultError
+
+log = logging.getLogger(__name__)
+
+ROLES = ("producer", "consumer", "pipeline")
+BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator")
+ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
+
+
+def _names(value: Any) -> list[str]:
+    """A comma-separated option as a list of names."""
+    return [n.strip() for n in str(value).split(",") if n.strip()]
+
+
+class DelayRequestsFault(Fault[Node]):
+    kind = "delay-requests"
+    options: ClassVar[Mapping[str, Any]] = {"apis": "EndTxn", "hold_s": 6.0, "hold_max_s": None,
+                                            "roles": "producer", "connections": "existing", "limit": None}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rules: list[str] = []
+        self._held: list[HeldRequest] = []
+
+    @classmethod
+    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+        from clusters.proxy.wire import api_key
+        settings = {**cls.options, **options}
+        if target not in BROKER_TARGETS:
+            raise FaultError(f"delay-requests holds requests bound for brokers: target must be one of "
+                             f"{', '.join(BROKER_TARGETS)}, not {target!r}")
+        apis = _names(settings["apis"])
+        if not apis:
+            raise FaultError("delay-requests: apis must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
+        for name in apis:
+            try:
+                api_key(str(name))
+            except ValueError as e:
+                raise FaultError(f"delay-requests: {e}") from None
+        hold, hold_max = float(settings["hold_s"]), settings["hold_max_s"]
+        if hold <= 0 or (hold_max is not None and float(hold_max) < hold):
+            raise FaultError(f"delay-requests: need 0 < hold_s <= hold_max_s, not {hold} and {hold_max}")
+        roles = _names(settings["roles"])
+        if roles != ["all"] and (not roles or not set(roles) <= set(ROLES)):
+            raise FaultError(f"delay-requests: roles must be a list of {', '.join(ROLES)}, comma-separated "
+                             "(or all: every client)")
+        if settings["connections"] not in ("existing", "all"):
+            raise FaultError("delay-requests: connections must be existing or all")
+        if settings["limit"] is not None and int(settings["limit"]) < 1:
+            raise FaultError("delay-requests: limit must be at least 1 (or null)")
+        if not spec.request_path:
+            raise FaultError("delay-requests needs the cluster's request path (ClusterSpec.request_path)")
+
+    def choose(self, target: str) -> list[Node]:
+        return [n for n in super().choose(target) if n.role == "broker"]
+
+    def _client_ids(self) -> list[str] | None:
+        """The client.ids of the chosen roles' processes: ``kchaos-<name>`` and its replacements' ``kchaos-<name>.N``."""
+        roles = _names(self.settings["roles"])
+        if roles == ["all"]:
+            return None
+        names = sorted({getattr(c, "base_name", c.name) for c in self.clients if c.role in roles})
+        return [p for n in names for p in (f"kchaos-{n}", f"kchaos-{n}.*")]
+
+    def apply(self, nodes: list[Node]) -> str:
+        path = self.cluster.request_path
+        if path is None:
+            raise FaultError("delay-requests: this cluster has no request path")
+        s = self.settings
+        clients = self._client_ids()
+        apis = _names(s["apis"])
+        if clients == []:
+            raise FaultError(f"delay-requests: the workload has no {s['roles']} to hold requests of")
+        try:
+            for node in nodes:
+                self._rules.append(path.hold(apis, broker=node.node_id,
+                                             hold_s=float(s["hold_s"]),
+                                             hold_max_s=None if s["hold_max_s"] is None else float(s["hold_max_s"]),
+                                             clients=clients, connections=s["connections"], limit=s["limit"],
+                                             fault=self.kind, seed=self.rng.randrange(1 << 32)))
+        except RequestPathError as e:
+            raise FaultError(str(e)) from None
+        hold = f"{s['hold_s']} s" if s["hold_max_s"] is None else f"{s['hold_s']}-{s['hold_max_s']} s"
+        who = "every client" if clients is None else "/".join(_names(s["roles"]))
+        scope = "connections open now" if s["connections"] == "existing" else "every connection"
+        return (f"hold {', '.join(apis)} from {who} to {', '.join(n.name for n in nodes)} "
+                f"for {hold} on {scope}")
+
+    def heal(self, nodes: list[Node]) -> None:
+        """Stop holding; wait until what was held has gone to its broker (when due) and been answered."""
+        path = self.cluster.request_path
+        if path is None or not self._rules:
+            return
+        try:
+            for rule in self._rules:
+                path.release(rule)
+            longest = float(self.settings["hold_max_s"] or self.settings["hold_s"])
+            deadline = time.monotonic() + longest + ANSWER_GRACE_S
+            while True:
+                held = [h for h in path.held() if h.rule in self._rules]
+                waiting = [h for h in held if h.outcome == "held" or (h.outcome == "delivered" and h.api != "Produce")]
+                if not waiting or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        except RequestPathError as e:
+            raise FaultError(str(e)) from None
+        if any(h.outcome == "held" for h in held):
+            raise FaultError(f"delay-requests: {sum(h.outcome == 'held' for h in held)} held requests were never "
+                             "delivered")
+        self._held = held
+        matched = sum(h.cause == "matched" for h in held)
+        log.info("delay-requests held %d requests (%d more behind them)", matched, len(held) - matched)
+
+    def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
+        """A ``request`` line for every request it held, times on the run's clock."""
+        return [h.event(origin_ns) for h in self._held]
