@@ -125,3 +125,39 @@ def test_a_held_produce_reaches_the_broker_late_while_a_new_connection_passes(pr
     assert h.client_closed and h.response_forwarded is False
     stats = path.stats()
     assert stats["pending"] == 0 and stats["rules"][rule]["matched"] == 1
+
+
+class FakeProducer:
+    """A workload client handle as the fault sees one: a name and a role."""
+
+    name = base_name = "p9"
+    role = "producer"
+    running = True
+
+
+def test_the_delay_requests_fault_holds_and_proves_it(proxied: Cluster) -> None:
+    import random
+
+    from faults.delay_requests import DelayRequestsFault
+
+    topic = TopicSpec(f"fault-{uuid.uuid4().hex[:6]}", partitions=1, replication_factor=3, min_insync_replicas=2)
+    create_topic(proxied, topic)
+    fault = DelayRequestsFault(proxied, topic.name, random.Random(1),
+                               {"apis": "Produce", "hold_s": 3.0, "roles": "producer"},
+                               clients=[FakeProducer()])  # type: ignore[list-item]
+    (leader,) = fault.choose("partition-leader")
+    producer = Producer({"bootstrap.servers": proxied.client_bootstrap_servers, "client.id": "kchaos-p9",
+                         "acks": "all", "linger.ms": 0})
+    producer.produce(topic.name, b"warm", partition=0)
+    assert producer.flush(20) == 0
+    origin = time.monotonic_ns()
+    detail = fault.apply([leader])
+    assert detail == f"hold Produce from producer to {leader.name} for 3.0 s on connections open now"
+    producer.produce(topic.name, b"held", partition=0)
+    assert producer.flush(20) == 0   # the default time-outs outlast the hold: a late acknowledgement
+    fault.heal([leader])
+    (line,) = [e for e in fault.evidence(origin) if e["cause"] == "matched"]
+    assert (line["kind"], line["fault"], line["api"], line["client"], line["node"], line["action"]) == \
+        ("request", "delay-requests", "Produce", "kchaos-p9", leader.node_id, "delayed")
+    assert line["released_ns"] - line["held_ns"] >= 3e9 and line["held_ns"] > 0
+    assert line["response_error"] == "none" and line["outcome"] == "answered" and not line["client_closed"]
