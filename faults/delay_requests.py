@@ -41,6 +41,11 @@ def _names(value: Any) -> list[str]:
     return [n.strip() for n in str(value).split(",") if n.strip()]
 
 
+def _answered(h: HeldRequest) -> bool:
+    """Whether the broker answers it (every request but a Produce with acks=0)."""
+    return not (h.api == "Produce" and h.detail.get("acks") == 0)
+
+
 class DelayRequestsFault(Fault[Node]):
     kind = "delay-requests"
     options: ClassVar[Mapping[str, Any]] = {"apis": "EndTxn", "hold_s": 6.0, "hold_max_s": None,
@@ -127,7 +132,7 @@ class DelayRequestsFault(Fault[Node]):
             deadline = time.monotonic() + longest + ANSWER_GRACE_S
             while True:
                 held = [h for h in path.held() if h.rule in self._rules]
-                waiting = [h for h in held if h.outcome == "held" or (h.outcome == "delivered" and h.api != "Produce")]
+                waiting = [h for h in held if h.outcome == "held" or (h.outcome == "delivered" and _answered(h))]
                 if not waiting or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
