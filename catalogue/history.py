@@ -38,6 +38,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # a workload process's has process and settings; the harness's own (role harness) its Python binding
     "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
+    # a request a request-level fault held, dropped or replayed, written after the fault healed
+    "request": ("fault", "api", "api_version", "client", "node", "connection", "correlation_id", "action", "cause",
+                "held_ns", "released_ns", "response_ns", "response_error", "client_closed", "outcome", "detail"),
 }
 FAULT_PHASES = ("start", "heal", "skipped")
 

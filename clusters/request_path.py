@@ -65,10 +65,10 @@ class HeldRequest:
         return None if self.released_ns is None else (self.released_ns - self.held_ns) / 1e9
 
     def event(self, origin_ns: int) -> dict[str, Any]:
-        """Its events.jsonl ``request`` line, times counted from the run's origin (DESIGN: the run directory)."""
+        """The fields of its events.jsonl ``request`` line, times counted from the run's origin (DESIGN: the run directory)."""
         def rel(t: int | None) -> int | None:
             return None if t is None else t - origin_ns
-        return {"kind": "request", "fault": self.fault, "api": self.api, "api_version": self.api_version,
+        return {"fault": self.fault, "api": self.api, "api_version": self.api_version,
                 "client": self.client, "node": self.node, "connection": self.connection,
                 "correlation_id": self.correlation_id, "action": self.action, "cause": self.cause,
                 "held_ns": rel(self.held_ns), "released_ns": rel(self.released_ns),

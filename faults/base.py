@@ -117,8 +117,9 @@ class Fault(ABC, Generic[Victim]):
         """Undo ``apply`` and check that it was undone."""
 
     def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
-        """events.jsonl lines (each with its ``kind``) that prove what the last application did, asked
-        after it healed; ``origin_ns`` is the run clock's origin. Most faults prove it in ``apply``."""
+        """The fields of the events.jsonl ``request`` lines that prove what the last application did to single
+        requests, asked after it healed; ``origin_ns`` is the run clock's origin. Node and client faults prove
+        themselves in ``apply`` and have none."""
         return []
 
     def recover(self, nodes: list[Node]) -> None:

@@ -181,9 +181,8 @@ class Nemesis:
         active.fault.heal(active.victims)
         self.active.pop()
         self._record(active, "heal", self.history.clock.now_ns())
-        for line in active.fault.evidence(self.history.clock.origin_ns):
-            line = dict(line)
-            self.history.event(line.pop("kind"), **line)
+        for request in active.fault.evidence(self.history.clock.origin_ns):
+            self.history.event("request", **request)
 
     def _heal_active(self) -> None:
         """Heal every active fault, innermost first."""

@@ -14,6 +14,7 @@ from confluent_kafka import Message
 
 from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LINE_NULL, LINE_OPTIONAL_FIELDS, PIPELINE_READ_FIELDS,
                                PIPELINE_SEND_FIELDS, READ_FIELDS, SEND_FIELDS, TXN_FIELDS)
+from clusters.request_path import HeldRequest
 from rundir.layout import RunDir
 from rundir.records import event_record, head, ordered, template
 from workloads import protocol
@@ -106,6 +107,14 @@ def test_a_txns_line_has_the_catalogues_fields_in_its_order() -> None:
     assert tuple(txn_line("p0", OpenTxn(3, 1), "committed", 2, None)) == TXN_FIELDS
 
 
+def held_request() -> HeldRequest:
+    """A request a request-level fault held, as the proxy reports it."""
+    return HeldRequest(fault="delay-requests", rule="r1", api="EndTxn", api_version=3, client="kchaos-p0", node=1,
+                       connection=4, correlation_id=9, cause="matched", action="delayed", held_ns=10, release_at_ns=20,
+                       released_ns=21, client_closed=True, response_ns=22, response_error="none",
+                       response_forwarded=False, outcome="answered")
+
+
 def event_calls() -> dict[str, set[str]]:
     """kind -> the fields some ``….event("kind", field=...)`` call in the project's source gives it (a ``**name``
     counts the keys of the dict literals assigned to ``name`` in the same function)."""
@@ -135,6 +144,7 @@ def event_calls() -> dict[str, set[str]]:
 def test_the_events_the_harness_writes_are_the_catalogues_kinds_and_fields() -> None:
     """Every event kind and field some writer gives, and no more: each catalogue field is written somewhere."""
     calls = event_calls()
+    calls["request"] = set(held_request().event(0))  # the nemesis writes a request-level fault's evidence as given
     assert {kind: sorted(fields) for kind, fields in calls.items()} == \
         {kind: sorted(fields) for kind, fields in EVENT_FIELDS.items()}
 
