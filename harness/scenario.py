@@ -25,6 +25,7 @@ from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from workloads.client import LIBRARIES, Library
+from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
 from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
@@ -101,7 +102,8 @@ class TransactionsModel(Strict):
     abort_probability: float = Field(0.1, ge=0, le=1, description="transactions aborted on purpose")
     timeout_ms: int = Field(60_000, ge=1000, le=900_000, description="transaction.timeout.ms")
     commit_timeout_s: float = Field(10, gt=0, le=600, description="a commit or abort unanswered this long has an "
-                                    "unknown outcome")
+                                    "unknown outcome (under on_commit_error replace; retry and abort wait on)")
+    on_commit_error: OnCommitError = Field(DEFAULT_ON_COMMIT_ERROR, description=ON_COMMIT_ERROR_DESCRIPTION)
 
 
 class PipelineModel(Strict):
@@ -119,6 +121,11 @@ class PipelineModel(Strict):
                                       "session.timeout.ms: how soon a crashed instance's partitions move")
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
     java_config: dict[str, Scalar] = JAVA_CONFIG
+    timeout_ms: int | None = Field(None, ge=1000, le=900_000, description="transaction.timeout.ms of the "
+                                   "pipeline's producer; null: workload.transactions.timeout_ms, else 60000")
+    commit_timeout_s: float | None = Field(None, gt=0, le=600, description="as workload.transactions' for the "
+                                           "pipeline's commits; null: workload.transactions.commit_timeout_s, else 10")
+    on_commit_error: OnCommitError = Field(DEFAULT_ON_COMMIT_ERROR, description=ON_COMMIT_ERROR_DESCRIPTION)
 
 
 class WorkloadModel(Strict):
@@ -166,6 +173,19 @@ class WorkloadModel(Strict):
     def pipeline_producer_config(self) -> dict[str, Scalar]:
         """The pipeline's output producer: the producers' settings, for the pipeline's client."""
         return client_config(self.producers, self.pipeline_client)
+
+    @property
+    def pipeline_timeout_ms(self) -> int:
+        """transaction.timeout.ms of the pipeline's producer."""
+        if self.pipeline is not None and self.pipeline.timeout_ms is not None:
+            return self.pipeline.timeout_ms
+        return self.transactions.timeout_ms if self.transactions is not None else 60_000
+
+    @property
+    def pipeline_commit_timeout_s(self) -> float:
+        if self.pipeline is not None and self.pipeline.commit_timeout_s is not None:
+            return self.pipeline.commit_timeout_s
+        return self.transactions.commit_timeout_s if self.transactions is not None else 10
 
     @property
     def consumer_isolation(self) -> str | None:
@@ -353,6 +373,21 @@ class Scenario(Strict):
             if w.transactions.timeout_ms > most:
                 raise ValueError(f"workload.transactions.timeout_ms={w.transactions.timeout_ms} is above the brokers' "
                                  f"transaction.max.timeout.ms={most}: init_transactions would be refused")
+        if w.pipeline is not None:
+            pipeline_producer = {k: str(v).lower() for k, v in w.pipeline_producer_config.items()}
+            if "transaction.timeout.ms" in pipeline_producer and w.transactions is None:
+                raise ValueError("workload.producers.config.transaction.timeout.ms: the harness sets the pipeline's "
+                                 "itself: set workload.pipeline.timeout_ms")
+            for name in ("message.timeout.ms", "delivery.timeout.ms"):
+                if (w.pipeline_client == "librdkafka" and name in pipeline_producer
+                        and int(pipeline_producer[name]) > w.pipeline_timeout_ms):
+                    raise ValueError(f"workload.producers.config.{name}={pipeline_producer[name]} is above the "
+                                     f"pipeline's transaction.timeout.ms={w.pipeline_timeout_ms} (workload.pipeline."
+                                     "timeout_ms): librdkafka refuses a message time-out longer than the transaction's")
+            most = int(self.cluster.broker_config.get("transaction.max.timeout.ms", 900_000))
+            if w.pipeline_timeout_ms > most:
+                raise ValueError(f"workload.pipeline.timeout_ms={w.pipeline_timeout_ms} is above the brokers' "
+                                 f"transaction.max.timeout.ms={most}: init_transactions would be refused")
         if w.pipeline is not None and self.pipeline_output_topic == self.topic.name:
             raise ValueError("workload.pipeline.output_topic must differ from topic.name (its input)")
         for i, fault in enumerate(self.faults):
@@ -374,14 +409,16 @@ class Scenario(Strict):
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
         w = self.workload
         timeout_ms = None if w.transactions is None else w.transactions.timeout_ms
-        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str]] = [
-            ("workload.producers", w.producers, w.producer_client, "producer"),
-            ("workload.consumers", w.consumers, w.consumer_client, "consumer")]
+        # (where, settings, client, kind, the transaction.timeout.ms a producer runs with)
+        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str, int | None]] = [
+            ("workload.producers", w.producers, w.producer_client, "producer", timeout_ms),
+            ("workload.consumers", w.consumers, w.consumer_client, "consumer", None)]
         if w.pipeline is not None:
-            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, "consumer")]
-            if w.pipeline_client != w.producer_client:  # its producer runs the producers' settings on its client
-                roles += [("workload.producers", w.producers, w.pipeline_client, "producer")]
-        for where, role, client, kind in roles:
+            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, "consumer", None)]
+            if w.pipeline_client != w.producer_client or w.pipeline_timeout_ms != timeout_ms:
+                # its producer runs the producers' settings on its client, transactional with its own time-out
+                roles += [("workload.producers", w.producers, w.pipeline_client, "producer", w.pipeline_timeout_ms)]
+        for where, role, client, kind, timeout_ms in roles:
             group, commit = (w.consumers.group, w.consumers.commit) if role is w.consumers else (
                 (w.pipeline.group, "manual") if w.pipeline is not None and role is w.pipeline else ("", "manual"))
             if client == "java":
@@ -391,7 +428,7 @@ class Scenario(Strict):
                     raise ValueError(str(e)) from None
                 check_java_settings(kind, where, {f"{where}.config": dict(role.config),
                                                   f"{where}.java_config": dict(role.java_config)},
-                                    names, group, commit, timeout_ms if kind == "producer" else None)
+                                    names, group, commit, timeout_ms)
             elif kind == "producer":
                 check_producer_settings(client_config(role, client), timeout_ms)
             else:

@@ -59,6 +59,22 @@ def write(tmp_path: Path, text: str) -> Path:
     ("workload: {transactions: {}, producers: {config: {transaction.timeout.ms: 5000}}}",
      "workload.producers.config.transaction.timeout.ms: the harness sets it itself (to 60000 here)"),
     ("workload: {transactions: {sise: 2}}", "workload.transactions.sise: unknown key"),
+    ("workload: {transactions: {on_commit_error: later}}",
+     "workload.transactions.on_commit_error: Input should be 'replace', 'retry' or 'abort'"),
+    ("workload: {pipeline: {on_commit_error: ignore}}", "workload.pipeline.on_commit_error: Input should be"),
+    ("workload: {pipeline: {}, producers: {config: {transaction.timeout.ms: 5000}}}",
+     "workload.producers.config.transaction.timeout.ms: the harness sets the pipeline's itself: set "
+     "workload.pipeline.timeout_ms"),
+    ("workload: {pipeline: {}, producers: {config: {message.timeout.ms: 90000}}}",
+     "message.timeout.ms=90000 is above the pipeline's transaction.timeout.ms=60000"),
+    ("workload: {pipeline: {timeout_ms: 5000}, producers: {config: {socket.timeout.ms: 10000}}}",
+     "workload.producers.config: librdkafka refuses it: Failed to create producer: `socket.timeout.ms` must be set "
+     "<= `transaction.timeout.ms` + 100"),
+    ("workload: {pipeline: {timeout_ms: 120000}}\ncluster: {broker_config: {transaction.max.timeout.ms: 60000}}",
+     "workload.pipeline.timeout_ms=120000 is above the brokers' transaction.max.timeout.ms=60000"),
+    ("workload: {client: java, transactions: {}, producers: {config: {socket.timeout.ms: 2000}}}",
+     "workload.producers.config.socket.timeout.ms: Kafka 3.9.2's Java producer has no such setting (a librdkafka "
+     "setting"),
     ("topic: {name: t}\nworkload: {pipeline: {output_topic: t}}", "output_topic must differ from topic.name"),
     ("workload: {consumers: {isolation: read_committed, config: {isolation.level: read_committed}}}",
      "set isolation or config.isolation.level, not both"),
@@ -124,6 +140,32 @@ def test_overrides_reach_nested_keys_config_maps_and_list_items(tmp_path: Path) 
     assert s.cluster_spec().broker_config == {"log.flush.interval.messages": "1"}
     assert s.seed == 99
     assert s.name == "s"
+
+
+def test_commit_error_policies_and_short_client_time_outs_reach_both_clients(tmp_path: Path) -> None:
+    """on_commit_error for the producers and the pipeline (default replace, shown in the resolved scenario), and
+    the short time-outs a delayed EndTxn needs: socket.timeout.ms (librdkafka only), request.timeout.ms and
+    transaction.timeout.ms (workload.transactions.timeout_ms, workload.pipeline.timeout_ms) for both clients."""
+    s = load_scenario(write(tmp_path, "workload: {transactions: {}, pipeline: {}}"))
+    assert s.workload.transactions.on_commit_error == "replace" and s.workload.pipeline.on_commit_error == "replace"
+    assert s.resolved()["workload"]["transactions"]["on_commit_error"] == "replace"
+    assert s.resolved()["workload"]["pipeline"]["on_commit_error"] == "replace"
+    for client in ("librdkafka", "java"):
+        s = load_scenario(write(tmp_path, f"""
+workload:
+  client: {client}
+  transactions: {{timeout_ms: 5000, commit_timeout_s: 2, on_commit_error: abort}}
+  pipeline: {{timeout_ms: 6000, commit_timeout_s: 3, on_commit_error: retry}}
+  producers:
+    config: {{request.timeout.ms: 2000}}
+    librdkafka_config: {{socket.timeout.ms: 2000}}
+"""))
+        w = s.workload
+        assert (w.transactions.on_commit_error, w.pipeline.on_commit_error) == ("abort", "retry")
+        assert (w.pipeline_timeout_ms, w.pipeline_commit_timeout_s) == (6000, 3)
+        assert w.producer_config["request.timeout.ms"] == 2000
+    s = load_scenario(write(tmp_path, "workload: {transactions: {timeout_ms: 7000, commit_timeout_s: 4}, pipeline: {}}"))
+    assert (s.workload.pipeline_timeout_ms, s.workload.pipeline_commit_timeout_s) == (7000, 4)  # the producers'
 
 
 def test_each_role_runs_its_client_with_the_shared_config_and_its_clients_own(tmp_path: Path) -> None:

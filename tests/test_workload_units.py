@@ -22,7 +22,9 @@ from workloads.consumer import (DEFAULT_ISOLATION, ConsumeLoop, ConsumerClient, 
 from workloads.history import FLUSH_INTERVAL_S, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source, encode, encode_output
 from workloads.pending import PendingSends, Transactions
+from workloads.pipeline import PipelineLoop
 from workloads.producer import ProduceLoop, ProducerClient, TransactionalLoop, outcome
+from workloads.txn_policy import ON_COMMIT_ERROR, next_call
 from workloads.protocol import (BatchDone, Completed, End, Hello, Invoked, Polled, Processed, TxnBegun, TxnOutcome,
                                 TxnRequested, Withdrawn)
 from waiting import eventually
@@ -475,12 +477,13 @@ class Lines:
 
 
 def one_transaction(fake: FakeTxnProducer, abort_probability: float = 0.0, commit_timeout_s: float = 5,
-                    stop: bool = False) -> tuple[list[protocol.Message], KafkaException | None]:
+                    stop: bool = False, on_commit_error: str = "replace"
+                    ) -> tuple[list[protocol.Message], KafkaException | None]:
     """Run the loop on ``fake`` until its first transaction ended: what it said after the hello, what it raised."""
     spec = {"name": "p0", "topic": "t", "rate": None, "message_bytes": 10, "flush_timeout_s": 1,
             "bootstrap_servers": NO_BROKER, "config": {},
             "transactions": {**TXNS, "size": 4, "abort_probability": abort_probability,
-                             "commit_timeout_s": commit_timeout_s}}
+                             "commit_timeout_s": commit_timeout_s, "on_commit_error": on_commit_error}}
     out, stopping = Lines(), threading.Event()
     loop = TransactionalLoop(spec, RunClock(), stopping, out)  # type: ignore[arg-type]
     loop.producer = fake  # type: ignore[assignment]
@@ -619,6 +622,109 @@ def test_a_commit_that_never_answers_is_unknown_and_ends_the_producer() -> None:
 def test_a_fatal_commit_error_is_reported_unknown_before_the_process_ends() -> None:
     said, raised = one_transaction(FakeTxnProducer(commits=[KafkaError(KafkaError._FENCED, "fenced", fatal=True)]))
     assert ended(said) == ("unknown", "_FENCED") and raised is not None and raised.args[0].fatal()
+
+
+# ---------------------------------------------------------------------- on_commit_error (workloads/txn_policy.py)
+
+TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True)
+CONFLICT = KafkaError(KafkaError._CONFLICT, "Conflicting commit_transaction API call is already in progress",
+                      retriable=True)
+
+
+@pytest.mark.parametrize("policy, calling, kind, past, refused, then", [
+    # whatever the policy: fatal and unclassifiable errors give up, an abortable commit aborts
+    *[(p, c, "fatal", False, False, None) for p in ON_COMMIT_ERROR for c in ("commit", "abort")],
+    *[(p, "commit", "other", False, False, None) for p in ON_COMMIT_ERROR],
+    *[(p, "commit", "abortable", True, False, "abort") for p in ON_COMMIT_ERROR],
+    # replace: the same call until commit_timeout_s, then unknown
+    ("replace", "commit", "retriable", False, False, "commit"),
+    ("replace", "commit", "retriable", True, False, None),
+    ("replace", "abort", "retriable", True, False, None),
+    # retry: the same call, however long it takes
+    ("retry", "commit", "retriable", True, False, "commit"),
+    ("retry", "abort", "retriable", True, False, "abort"),
+    # abort: abort after a timed-out commit; refused, the commit resumed, and not abandoned for another abort
+    ("abort", "commit", "retriable", False, False, "abort"),
+    ("abort", "abort", "refused", False, False, "commit"),
+    ("abort", "commit", "retriable", True, True, "commit"),
+    ("abort", "abort", "retriable", True, False, "abort"),
+])
+def test_what_follows_a_failed_commit_or_abort(policy: str, calling: str, kind: str, past: bool, refused: bool,
+                                               then: str | None) -> None:
+    assert next_call(policy, calling, kind, past, refused) == then  # type: ignore[arg-type]
+
+
+def test_retry_resumes_a_timed_out_commit_past_commit_timeout_s_with_the_same_producer() -> None:
+    fake = FakeTxnProducer(commits=[TIMED_OUT] * 5 + [None], stall_s=0.02)
+    said, raised = one_transaction(fake, commit_timeout_s=0.03, on_commit_error="retry")
+    assert raised is None and fake.calls == ["begin"] + ["commit"] * 6
+    assert intent(said) == "commit" and ended(said) == ("committed", "retried after _TIMED_OUT")
+
+
+def test_retry_still_aborts_on_an_abortable_error_and_ends_on_a_fatal_one() -> None:
+    abortable = KafkaError(KafkaError.INVALID_TXN_STATE, "x", txn_requires_abort=True)
+    said, raised = one_transaction(FakeTxnProducer(commits=[TIMED_OUT, abortable]), on_commit_error="retry")
+    assert raised is None and ended(said) == ("aborted", "commit failed: INVALID_TXN_STATE")
+    fenced = KafkaError(KafkaError._FENCED, "fenced", fatal=True)
+    said, raised = one_transaction(FakeTxnProducer(commits=[TIMED_OUT, fenced]), on_commit_error="retry")
+    assert ended(said) == ("unknown", "_FENCED") and raised is not None and raised.args[0].fatal()
+
+
+def test_abort_aborts_after_a_timed_out_commit_and_keeps_the_intent() -> None:
+    fake = FakeTxnProducer(commits=[TIMED_OUT], aborts=[None])
+    said, raised = one_transaction(fake, on_commit_error="abort")
+    assert raised is None and fake.calls == ["begin", "commit", "abort"]
+    assert intent(said) == "commit"  # the EndTxn(COMMIT) may have reached the coordinator: kchaos judges that
+    assert ended(said) == ("aborted", "commit failed: _TIMED_OUT, aborted (on_commit_error abort)")
+
+
+def test_an_abort_the_client_refuses_while_the_commit_is_in_progress_resumes_the_commit() -> None:
+    """librdkafka refuses abort_transaction() while a timed-out commit_transaction() is its call in progress
+    (_CONFLICT): the commit is resumed, and its outcome is the one the client reports."""
+    fake = FakeTxnProducer(commits=[TIMED_OUT, TIMED_OUT, None], aborts=[CONFLICT])
+    said, raised = one_transaction(fake, on_commit_error="abort")
+    assert raised is None and fake.calls == ["begin", "commit", "abort", "commit", "commit"]
+    assert ended(said) == ("committed", "commit failed: _TIMED_OUT, aborted (on_commit_error abort), abort refused "
+                                        "(_CONFLICT): commit resumed; retried after _TIMED_OUT")
+
+
+def test_replace_stays_the_default() -> None:
+    said, raised = one_transaction(FakeTxnProducer(commits=[TIMED_OUT] * 100, stall_s=0.1), commit_timeout_s=0.25)
+    assert ended(said)[0] == "unknown" and raised is not None and raised.args[0].fatal()
+
+
+def test_the_pipeline_commits_as_its_policy_says() -> None:
+    """PipelineLoop._commit: abort after a timed-out commit reports aborted (and rewinds, nothing assigned here);
+    retry resumes it; replace gives up after commit_timeout_s."""
+    def loop(policy: str, fake: FakeTxnProducer, commit_timeout_s: float = 5) -> tuple[PipelineLoop, Lines]:
+        out = Lines()
+        spec = {"name": "pipe0", "input_topic": "in", "output_topic": "out", "batch": 10,
+                "commit_timeout_s": commit_timeout_s, "processing_ms": 0, "bootstrap_servers": NO_BROKER,
+                "group": "g", "consumer_config": {}, "producer_config": {},
+                "transactions": {"transactional_id": "t-pipe0", "timeout_ms": 60000,
+                                 "commit_timeout_s": commit_timeout_s, "on_commit_error": policy}}
+        pipe = PipelineLoop(spec, RunClock(), threading.Event(), out)  # type: ignore[arg-type]
+        pipe.producer, pipe.txn = fake, 0  # type: ignore[assignment]
+        fake.on_delivery = lambda err, msg: None
+        return pipe, out
+
+    def outcomes(out: Lines) -> list[tuple[str, str | None]]:
+        return [(m.outcome, m.error) for m in map(protocol.parse, (line.encode() for line in out.lines))
+                if isinstance(m, TxnOutcome)]
+
+    pipe, out = loop("abort", FakeTxnProducer(commits=[TIMED_OUT], aborts=[None]))
+    pipe._finish([])
+    assert outcomes(out) == [("aborted", "commit failed: _TIMED_OUT, aborted (on_commit_error abort)")]
+    pipe.consumer.close()
+    pipe, out = loop("retry", FakeTxnProducer(commits=[TIMED_OUT] * 3 + [None], stall_s=0.02), commit_timeout_s=0.03)
+    assert pipe._commit() is True and outcomes(out) == [("committed", "retried after _TIMED_OUT")]
+    pipe.consumer.close()
+    pipe, out = loop("replace", FakeTxnProducer(commits=[TIMED_OUT] * 100, stall_s=0.05), commit_timeout_s=0.2)
+    with pytest.raises(KafkaException) as e:
+        pipe._commit()
+    assert e.value.args[0].fatal()
+    assert outcomes(out) == [("unknown", "commit did not complete within 0.2s (retried after _TIMED_OUT)")]
+    pipe.consumer.close()
 
 
 # ---------------------------------------------------------------------- real processes, no broker

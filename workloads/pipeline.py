@@ -7,9 +7,11 @@ writes one output record per input record (value
 ``<pipeline>:<seq>:<from_producer>:<from_seq>:``) together with the batch's
 consumed offsets (``send_offsets_to_transaction``), and commits. An abortable
 error aborts the transaction and rewinds the consumer to the group's
-committed offsets; a fatal one (fenced, or a commit whose outcome never
-came) ends the process so the harness starts a new one under the same
-``transactional.id``, which fences what is left of the old one.
+committed offsets; a fatal one (fenced, or under ``on_commit_error`` replace a
+commit whose outcome never came) ends the process so the harness starts a new
+one under the same ``transactional.id``, which fences what is left of the old
+one. A timed-out commit is handled as ``on_commit_error`` says
+(workloads/txn_policy.py); a commit that ends aborted rewinds as an abort does.
 ``processing_ms`` is the application's time per batch between writing its
 outputs and committing: the window in which a crash leaves them uncommitted.
 
@@ -48,9 +50,10 @@ from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
 from workloads.producer import (SEND_PLACEHOLDERS, STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity,
-                                outcome, producer_settings, txn_json)
+                                outcome, producer_settings, rdkafka_error_kind, txn_json)
 from workloads.protocol import (BATCH_DONE, ProtocolError, TxnBegun, as_json_int, completed, completed_fields, joined,
                                 joined_fields, parse, polled, processed, txn_begun, txn_outcome, txn_requested)
+from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, TxnEnd
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +108,9 @@ class PipelineLoop:
                                                 spec["group"], "manual", ISOLATION)
         producer = producer_settings(spec["producer_config"], spec["bootstrap_servers"], self.name,
                                      spec["transactions"])
-        self.identity = {**librdkafka_producer_identity(producer), **librdkafka_consumer_identity(consumer)}
+        self.on_commit_error: str = spec["transactions"].get("on_commit_error", DEFAULT_ON_COMMIT_ERROR)
+        self.identity = {**librdkafka_producer_identity(producer), **librdkafka_consumer_identity(consumer),
+                         "on_commit_error": self.on_commit_error}
         self.consumer = Consumer(consumer, logger=RDKAFKA_LOG)
         self.producer = Producer(producer, logger=RDKAFKA_LOG)
         self.seq = 0        # the next output seq of this process
@@ -258,14 +263,44 @@ class PipelineLoop:
             except Unanswered as e:  # nothing asked to commit yet: give this batch up and do it again
                 raise TransactionFailed(f"send_offsets_to_transaction unanswered ({e})") from None
         self.out.send([txn_requested(self.txn, "commit", self.clock.now_ns())])
-        try:
-            self._retrying(self.producer.commit_transaction)
-        except Unanswered as e:  # committed or not, nobody knows: only a new producer can go on
-            raise self._unknown(f"commit did not complete within {self.commit_timeout_s:g}s ({e})") from None
-        self._report()
-        for tp in offsets:
-            self._committed[tp.partition] = tp.offset
-        self.out.send([txn_outcome(self.txn, "committed", self.clock.now_ns(), None)])
+        if self._commit():
+            for tp in offsets:
+                self._committed[tp.partition] = tp.offset
+        else:  # aborted instead: the batch is read (and written) again
+            self._rewind()
+
+    def _commit(self) -> bool:
+        """commit_transaction as the client's errors and ``on_commit_error`` allow (workloads/txn_policy.py):
+        True when the client said committed, False when it said aborted (``O`` reports either, the intent stays
+        commit); a fatal exit with the outcome unknown otherwise."""
+        started = time.monotonic()
+        end = TxnEnd(self.on_commit_error, "commit")
+        while True:
+            left = self.commit_timeout_s if self.on_commit_error != "replace" else \
+                self.commit_timeout_s - (time.monotonic() - started)
+            try:
+                if left <= 0:  # replace: out of time before the call
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no time left", retriable=True))
+                if end.calling == "abort":
+                    self.producer.abort_transaction(left)
+                else:
+                    self.producer.commit_transaction(left)
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
+                if end.failed(kind, error.name(), time.monotonic() - started >= self.commit_timeout_s):
+                    if kind == "retriable":  # replace: committed or not, nobody knows; only a new producer goes on
+                        raise self._unknown(f"{end.calling} did not complete within {self.commit_timeout_s:g}s "
+                                            f"({end.why or error.name()})") from None
+                    raise self._unknown(error.name(), fatal(e)) from None
+                self.producer.poll(0.1)
+                self._report()
+                continue
+            self._report()
+            committed = end.calling == "commit"
+            self.out.send([txn_outcome(self.txn, "committed" if committed else "aborted", self.clock.now_ns(),
+                                       end.why)])
+            return committed
 
     def _abort(self, why: str) -> None:
         """Abort the open transaction: ``O aborted`` (``why`` as its error), or a fatal exit when it won't."""
@@ -365,12 +400,13 @@ class PipelineClient(ProducerClient):
                  transactional_id: str, history: History, batch: int = 100, transaction_timeout_ms: int = 60000,
                  commit_timeout_s: float = 10, processing_ms: float = 0,
                  producer_config: dict[str, Any] | None = None, consumer_config: dict[str, Any] | None = None,
-                 client: Library = "librdkafka", kafka_version: str | None = None) -> None:
+                 client: Library = "librdkafka", kafka_version: str | None = None,
+                 on_commit_error: str = DEFAULT_ON_COMMIT_ERROR) -> None:
         if history.txns is None:
             raise ValueError("a pipeline writes txns.jsonl: open the History with transactions=True")
         super().__init__(name, bootstrap_servers, output_topic, producer_config or {}, history.sends, history.clock,
                          transactions={"transactional_id": transactional_id, "timeout_ms": transaction_timeout_ms,
-                                       "commit_timeout_s": commit_timeout_s},
+                                       "commit_timeout_s": commit_timeout_s, "on_commit_error": on_commit_error},
                          txns=history.txns, client=client, kafka_version=kafka_version)
         self.input_topic = input_topic
         self.group = group

@@ -42,6 +42,7 @@ from workloads.pending import PendingSends, Transactions
 from workloads.protocol import (Invoked, TxnBegun, TxnOutcome, TxnRequested, Withdrawn, as_json_int, completed,
                                 completed_fields, integer_line, invoked, line_template, parse, txn_begun, txn_outcome,
                                 txn_requested, withdrawn)
+from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, Call, ErrorKind, OnCommitError, TxnEnd
 
 # Delivery errors that no earlier, possibly persisted attempt can precede: the
 # message was refused as a whole. Anything else (timeouts, a topic or
@@ -90,6 +91,23 @@ def outcome(error: KafkaError | None) -> str:
     if error is None:
         return "ok"
     return "fail" if error.code() in DEFINITELY_NOT_WRITTEN else "info"
+
+
+# what librdkafka answers abort_transaction() with while a timed-out commit_transaction() is still its call in
+# progress (the commit "may be called again" to resume it; no other transactional call is taken meanwhile)
+ABORT_REFUSED = frozenset({KafkaError._CONFLICT, KafkaError._STATE})
+
+
+def rdkafka_error_kind(error: KafkaError, calling: Call, choosing_abort: bool) -> ErrorKind:
+    """A commit's or abort's error as confluent_kafka classifies it (workloads/txn_policy.py's kinds).
+    ``choosing_abort``: this abort is the application's choice after a timed-out commit (on_commit_error abort)."""
+    if error.fatal():
+        return "fatal"
+    if calling == "abort" and choosing_abort and error.code() in ABORT_REFUSED:
+        return "refused"
+    if calling == "commit" and error.txn_requires_abort():
+        return "abortable"
+    return "retriable" if error.retriable() else "other"
 
 
 @dataclass
@@ -244,11 +262,14 @@ class TransactionalLoop(ProduceLoop):
     """Transactions of ``size`` messages, round-robin over the partitions, committed or aborted on purpose.
 
     What a careful application does with librdkafka's transactional API:
-    abort on an abortable error, retry a retriable commit until
-    ``commit_timeout_s`` (then the outcome is unknown and this producer is
-    done), give up on a fatal one (fenced): the harness then starts a new
-    process under the same transactional.id, which fences this one. A stop
-    request lets the current transaction finish and commit.
+    abort on an abortable error, give up on a fatal one (fenced): the harness
+    then starts a new process under the same transactional.id, which fences
+    this one. A retriable (timed-out) commit is handled as ``on_commit_error``
+    says (workloads/txn_policy.py): ``replace`` retries it until
+    ``commit_timeout_s``, then the outcome is unknown and this producer is
+    done; ``retry`` resumes it until it answers; ``abort`` aborts instead (or,
+    refused, resumes the commit). A stop request lets the current transaction
+    finish and commit.
     """
 
     def __init__(self, spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: LineOut) -> None:
@@ -259,9 +280,11 @@ class TransactionalLoop(ProduceLoop):
         self.commit_timeout_s: float = txns["commit_timeout_s"]
         self.partitions = txns["partitions"]
         self.rng = random.Random(f"{txns['seed']}:{self.name}")  # a replacement draws its own, reproducibly
+        self.on_commit_error: OnCommitError = txns.get("on_commit_error", DEFAULT_ON_COMMIT_ERROR)
 
     def run(self) -> None:
-        say_hello(self.out, librdkafka_producer_identity(self.settings))  # before init_transactions: a replacement may wait there for a frozen coordinator
+        # before init_transactions: a replacement may wait there for a frozen coordinator
+        say_hello(self.out, {**librdkafka_producer_identity(self.settings), "on_commit_error": self.on_commit_error})
         if not self._init():
             return
         seq, txn = 0, 0
@@ -315,43 +338,42 @@ class TransactionalLoop(ProduceLoop):
         return seq
 
     def _end(self, txn: int, intent: str) -> None:
-        """Commit or abort, as the client's errors allow, and report the outcome.
+        """Commit or abort, as the client's errors and ``on_commit_error`` allow (workloads/txn_policy.py), and
+        report the outcome: committed or aborted only when the client said so.
 
         An outcome reached after errors keeps the last one as its ``error``
         (a commit retried after a time-out is what delayed requests look like).
         """
-        deadline = time.monotonic() + self.commit_timeout_s
-        aborting = intent == "abort"
-        why: str | None = None
+        started = time.monotonic()
+        end = TxnEnd(self.on_commit_error, "abort" if intent == "abort" else "commit")
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._end_report(txn, "unknown", f"{'abort' if aborting else 'commit'} did not complete within "
-                                                 f"{self.commit_timeout_s:g}s ({why or '_TIMED_OUT'})")
-                # the transaction is still in the client's hands: only a new producer can go on
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"transaction {txn} did not end within "
-                                                f"{self.commit_timeout_s:g}s", fatal=True))
+            elapsed = time.monotonic() - started
+            left = self.commit_timeout_s if self.on_commit_error != "replace" else self.commit_timeout_s - elapsed
             try:
-                if aborting:
+                if left <= 0:  # replace: out of time before the call
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no time left", retriable=True))
+                if end.calling == "abort":
                     self.producer.abort_transaction(left)
                 else:
                     self.producer.commit_transaction(left)
             except KafkaException as e:
                 error: KafkaError = e.args[0]
-                if error.fatal():
+                kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
+                if end.failed(kind, error.name(), time.monotonic() - started >= self.commit_timeout_s):
+                    if kind == "retriable":  # replace, out of time: the transaction is still in the client's hands
+                        self._end_report(txn, "unknown", f"{end.calling} did not complete within "
+                                                         f"{self.commit_timeout_s:g}s ({end.why or '_TIMED_OUT'})")
+                        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"transaction {txn} did not end "
+                                                        f"within {self.commit_timeout_s:g}s", fatal=True)) from None
                     self._end_report(txn, "unknown", error.name())
-                    raise
-                if error.txn_requires_abort() and not aborting:
-                    aborting, why = True, f"commit failed: {error.name()}"
-                elif error.retriable():
-                    why = f"retried after {error.name()}"
-                    self.producer.poll(0.1)
-                    self._report()
-                else:  # e.g. a state error: this client cannot be trusted with another transaction
-                    self._end_report(txn, "unknown", error.name())
+                    if error.fatal():
+                        raise
+                    # e.g. a state error: this client cannot be trusted with another transaction
                     raise KafkaException(KafkaError(error.code(), error.str(), fatal=True)) from None
+                self.producer.poll(0.1)
+                self._report()
                 continue
-            self._end_report(txn, "aborted" if aborting else "committed", why)
+            self._end_report(txn, "aborted" if end.calling == "abort" else "committed", end.why)
             return
 
     def _end_report(self, txn: int, outcome: str, error: str | None) -> None:
