@@ -36,7 +36,9 @@ class Anomaly:
     denominator: tuple[tuple[str, ...], str] | None = None  # the counts it is a share of, summed, and their noun
     part_of: str | None = None  # a subset of another anomaly, shown inside its row
     ranges: bool = False  # results.json lists its time islands per partition (anomaly_ranges)
-    chains: bool = False  # the forensics explain each range with a causal chain
+    # what the forensics explain with a causal chain: "range" (each of its anomaly_ranges, from the node logs),
+    # "transaction" (each transaction of its examples, from the history and the request-level faults' lines)
+    chains: tuple[str, ...] = ()
 
     @property
     def flagged(self) -> bool:
@@ -53,12 +55,12 @@ ACKED = (("acked",), "acknowledged writes")
 ANOMALY_LIST = (
     Anomaly("lost", "status ok, and absent from the final read of its partition although that read was complete",
             VIOLATION, unverified="lost_unverifiable", lead=0, verb="lost {n} of {d} acknowledged writes",
-            denominator=ACKED, ranges=True, chains=True),
+            denominator=ACKED, ranges=True, chains=("range", "transaction")),
     Anomaly("lost_after_read", "a lost message that some live consumer had already read", VIOLATION,
             unverified="lost_unverifiable", denominator=(("lost",), "lost"), part_of="lost"),
     Anomaly("duplicated", "present at two or more distinct (partition, offset) positions in the final read",
             IF_IDEMPOTENT, unverified=UNBOUNDED, lead=1, verb="duplicated {n} of {d} acknowledged writes",
-            denominator=ACKED, ranges=True, chains=True),
+            denominator=ACKED, ranges=True, chains=("range",)),
     Anomaly("unexpected", "read (any phase) but never sent", VIOLATION, unverified=UNBOUNDED, lead=7,
             verb="returned {n} records nobody sent", denominator=(("reads_final",), "records read back")),
     Anomaly("failed_but_present", "status fail (definitely not written), yet present in the final read", VIOLATION,
@@ -67,7 +69,7 @@ ANOMALY_LIST = (
     Anomaly("divergent", "one (topic, partition, offset) seen holding different messages (an ack's offset vs a "
             "read, two reads, or two acks)", VIOLATION, unverified=UNBOUNDED, lead=11,
             verb="let {n} offsets hold different messages", denominator=(("reads_final",), "offsets read back"),
-            ranges=True, chains=True),
+            ranges=True, chains=("range",)),
     Anomaly("reordered", "for one producer that promises order (idempotent, or one request in flight) and one "
             "partition, seq order and offset order disagree among acknowledged messages", IF_ORDERED, lead=9,
             verb="reordered {n} of {d} acknowledged writes", denominator=ACKED),
@@ -82,11 +84,11 @@ ANOMALY_LIST = (
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",
             VIOLATION, unverified=UNBOUNDED, summary="transactions", lead=3,
             verb="showed {n} records of unfinished transactions to read_committed readers",
-            denominator=(("reads_live", "reads_final"), "reads")),
+            denominator=(("reads_live", "reads_final"), "reads"), chains=("transaction",)),
     Anomaly("torn_transaction", "a transaction whose messages are partly visible to read_committed readers "
             "(counted per transaction)", VIOLATION, unverified=UNBOUNDED, summary="transactions", lead=4,
             verb="tore {n} of {d} transactions",
-            denominator=(("txns_committed", "txns_aborted", "txns_unknown"), "transactions")),
+            denominator=(("txns_committed", "txns_aborted", "txns_unknown"), "transactions"), chains=("transaction",)),
     Anomaly("pipeline_lost", "an exactly-once pipeline's committed input (below the pipeline's committed offset) "
             "with no output record in the read_committed final read", VIOLATION, role="pipeline",
             unverified="pipeline_unverifiable", summary="transactions", lead=5, verb="lost {n} pipeline inputs"),

@@ -192,6 +192,19 @@ class Node:
             raise ClusterError(f"{self.name} is not running: no network namespace to enter")
         return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], input=stdin, capture_output=True, text=True)
 
+    def exec(self, *cmd: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run a command inside the node's container (its image's tools: Kafka's jars and java), cut off after
+        ``timeout_s`` (coreutils ``timeout`` in the container: exit 124); stdout and stderr apart."""
+        if not self.running:
+            raise ClusterError(f"{self.name} is not running: nothing to run {cmd[0]} in")
+        argv = ["timeout", "-k", "5", str(max(1, int(timeout_s))), *cmd]
+        try:
+            code, (out, err) = self.container.exec_run(argv, demux=True)
+        except docker.errors.APIError as e:
+            raise ClusterError(f"could not run {cmd[0]} in {self.name}: {e.explanation}") from None
+        return subprocess.CompletedProcess(argv, int(code), (out or b"").decode(errors="replace"),
+                                           (err or b"").decode(errors="replace"))
+
     @property
     def service_port(self) -> int:
         """The port the node serves on: ZooKeeper's client port, the broker listener or the KRaft controller's."""

@@ -11,6 +11,12 @@ or whose records nothing is seen removing, is listed as unexplained with the rea
 For duplicates the batches holding the examples' two copies say whether one batch was appended twice (same
 producer id, producer epoch and base sequence) or the client sent the records again.
 
+For the transactional anomalies (aborted_read, torn_transaction, and lost messages of committed transactions)
+a chain is told per transaction of the checker's examples (TransactionExplainer): its outcome and intent
+(txns.jsonl), and the request a request-level fault held of the same producer that reached its broker while
+that transaction was open (events.jsonl ``request`` lines: a late EndTxn of an earlier transaction is
+KAFKA-17754's trigger), or, without one, the faults under way while it was open.
+
 Pure: takes the run's documents as values, so it runs offline on any past run (``kchaos forensics RUN``).
 """
 
@@ -27,9 +33,12 @@ from rundir.documents import fault_windows
 
 Event = dict[str, Any]
 
-# the anomalies a chain explains (the catalogue's ``chains``), those always a violation first: lost_by_fault's columns
-EXPLAINED = tuple(a.name for a in sorted((a for a in ANOMALY_LIST if a.chains),
+# the anomalies a chain explains range by range (the catalogue's ``chains``), those always a violation first:
+# lost_by_fault's columns
+EXPLAINED = tuple(a.name for a in sorted((a for a in ANOMALY_LIST if "range" in a.chains),
                                           key=lambda a: a.severity != VIOLATION))
+# the anomalies a chain explains transaction by transaction (TransactionExplainer)
+TXN_EXPLAINED = tuple(a.name for a in ANOMALY_LIST if "transaction" in a.chains)
 LANDED_NOTE_NS = 500_000_000  # a fault that took longer than this to take effect says when it had
 BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
@@ -341,3 +350,155 @@ def sentence(name: str, chain: Event, steps: list[Event], have_disks: bool) -> s
     elif low is not None:
         parts.append("no replica holds them")
     return "; ".join(parts) + "."
+
+
+# --- transactions: the chain of one transaction of the examples ----------------------------------------------
+
+EFFECTS = {  # what the anomaly did to the transaction, by its outcome
+    "aborted_read": "its messages visible to read_committed although {outcome}",
+    "torn_transaction": "{visible} of its messages visible to read_committed and {missing} not, although {outcome}",
+    "lost": "{n} of its acknowledged messages lost although it committed",
+}
+OUTCOME_WORDS = {"aborted": "aborted", "committed": "committed", "unknown": "it never committed"}
+
+
+def producer_of(client: Any) -> str | None:
+    """The producer process a client.id names (``kchaos-p1`` -> p1, ``kchaos-p1.2`` -> p1.2; workloads set
+    ``client.id`` to ``kchaos-<process name>``), or None for another client."""
+    return client[len("kchaos-"):] if isinstance(client, str) and client.startswith("kchaos-") else None
+
+
+def base_name(producer: str) -> str:
+    """A producer process's name without its replacement number (p1.2 -> p1): one transactional.id."""
+    head, _, tail = producer.rpartition(".")
+    return head if head and tail.isdigit() else producer
+
+
+def request_api(r: Event) -> str:
+    """``EndTxn(COMMIT)``, ``EndTxn(ABORT)`` or the request's API name."""
+    committed = (r.get("detail") or {}).get("committed")
+    return f"{r.get('api')}({'COMMIT' if committed else 'ABORT'})" if r.get("api") == "EndTxn" \
+        and isinstance(committed, bool) else str(r.get("api"))
+
+
+def broker_name(node: Any) -> str:
+    return f"broker{node}" if isinstance(node, int) else str(node)
+
+
+class TransactionExplainer:
+    """Chains for the transactions of the examples of aborted_read, torn_transaction and (transactional) lost."""
+
+    def __init__(self, events: list[Event], txns: list[Event], examples: dict[str, list[Event]] | None) -> None:
+        self.faults = fault_windows(events)
+        self.requests = sorted((e for e in events if e.get("kind") == "request" and e.get("released_ns") is not None
+                                and e.get("held_ns") is not None), key=lambda e: e["released_ns"])
+        self.txns = {(t["producer"], t["txn"]): t for t in txns}
+        self.by_producer: dict[str, list[Event]] = defaultdict(list)
+        for t in txns:
+            self.by_producer[t["producer"]].append(t)
+        self.examples = examples or {}
+
+    def wanted(self) -> dict[tuple[str, str, int], dict[str, Any]]:
+        """(anomaly, producer, txn) -> what the examples say of it (how many of its messages, visible/missing)."""
+        out: dict[tuple[str, str, int], dict[str, Any]] = {}
+        for anomaly in TXN_EXPLAINED:
+            for ex in self.examples.get(anomaly, []):
+                if not isinstance(ex, dict) or not isinstance(ex.get("producer"), str):
+                    continue
+                txn = ex.get("txn") if anomaly == "torn_transaction" else (ex.get("send") or {}).get("txn")
+                if not isinstance(txn, int):
+                    continue  # a message of no transaction (a run without them): the ranges' chains tell it
+                entry = out.setdefault((anomaly, ex["producer"], txn), {"n": 0})
+                entry["n"] += 1
+                if anomaly == "torn_transaction":
+                    entry.update(visible=ex.get("visible_count"), missing=ex.get("missing_count"),
+                                 outcome=ex.get("outcome"))
+        return out
+
+    def explain(self) -> list[Event]:
+        return [self.chain(anomaly, producer, txn, told)
+                for (anomaly, producer, txn), told in sorted(self.wanted().items(), key=lambda kv: (
+                    TXN_EXPLAINED.index(kv[0][0]), kv[0][1], kv[0][2]))]
+
+    def window(self, t: Event | None) -> tuple[int | None, int | None]:
+        """When the transaction was open: its begin (else the call that ended it) to its outcome."""
+        if t is None:
+            return None, None
+        begin = t.get("begin_ns") if t.get("begin_ns") is not None else t.get("invoke_ns")
+        return begin, t.get("complete_ns")
+
+    def owner(self, producer: str, r: Event) -> Event | None:
+        """The transaction of ``producer`` a request sent at held_ns belonged to: the last one begun before it."""
+        begun = [t for t in self.by_producer.get(producer, []) if (self.window(t)[0] or 0) <= r["held_ns"]]
+        return max(begun, key=lambda t: (self.window(t)[0] or 0, t["txn"]), default=None)
+
+    def late(self, producer: str, begin: int | None, end: int | None) -> list[Event]:
+        """Requests of the same transactional.id sent before ``begin`` and delivered to their broker while the
+        transaction was open (from ``begin`` to ``end``; None: to the end of the run), EndTxn first."""
+        if begin is None:
+            return []
+        same = [r for r in self.requests if (p := producer_of(r.get("client"))) is not None
+                and base_name(p) == base_name(producer) and r["held_ns"] < begin
+                and begin <= r["released_ns"] and (end is None or r["released_ns"] <= end)]
+        return sorted(same, key=lambda r: (r.get("api") != "EndTxn", r["released_ns"]))
+
+    def chain(self, anomaly: str, producer: str, txn: int, told: dict[str, Any]) -> Event:
+        t = self.txns.get((producer, txn))
+        outcome = (t or {}).get("outcome") or told.get("outcome") or "unknown"
+        intent = (t or {}).get("intent")
+        begin, end = self.window(t)
+        effect = EFFECTS[anomaly].format(outcome=OUTCOME_WORDS.get(outcome, outcome), n=told["n"],
+                                         visible=told.get("visible", "?"), missing=told.get("missing", "?"))
+        head = f"transaction {txn} of {producer}: {effect}"
+        steps: list[Event] = []
+        if begin is not None:
+            steps.append({"time_ns": begin, "node": producer, "line": None, "what": f"transaction {txn} begun"})
+        late = self.late(producer, begin, end)
+        parts = [head]
+        if late:
+            for r in late[:3]:
+                sender = producer_of(r.get("client")) or "?"
+                owned = self.owner(sender, r)
+                of = f"of transaction {owned['txn']}" + ("" if sender == producer else f" of {sender}") \
+                    if owned is not None else f"of {sender}"
+                what = (f"the {request_api(r)} {of}, sent at {seconds(r['held_ns'])} and held "
+                        f"{(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached {broker_name(r.get('node'))} at "
+                        f"{seconds(r['released_ns'])} while {txn} was open")
+                if r.get("response_error") not in (None, 0):
+                    what += f" (answered error {r['response_error']})"
+                parts.append(what)
+                steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
+                              "what": what})
+        else:
+            parts.append(self.known(t, producer, outcome, intent, begin, end))
+        faults = [w for w in self.faults if begin is not None and w["start_ns"] <= (end if end is not None else
+                  w["start_ns"]) and (w["end_ns"] is None or w["end_ns"] >= begin)]
+        if late and faults:
+            parts.append("under " + ", ".join(f"{fault_phrase(w)} (fault {w['index']})" for w in faults))
+        steps += [fault_step(w) for w in faults]
+        if end is not None:
+            steps.append({"time_ns": end, "node": producer, "line": None,
+                          "what": f"transaction {txn} {outcome}" + (f" (asked to {intent})" if intent else "")})
+        steps.sort(key=lambda s: s["time_ns"])
+        return {"anomaly": anomaly, "producer": producer, "txn": txn, "count": told["n"], "outcome": outcome,
+                "intent": intent, "begin_ns": begin, "complete_ns": end, "first_ns": begin, "last_ns": end,
+                "fault": faults[0]["index"] if faults else None,
+                "request": None if not late else {k: late[0].get(k) for k in (
+                    "fault", "api", "client", "node", "connection", "correlation_id", "held_ns", "released_ns",
+                    "response_error", "detail")},
+                "steps": steps, "sentence": "; ".join(parts) + "."}
+
+    def known(self, t: Event | None, producer: str, outcome: str, intent: Any, begin: int | None,
+              end: int | None) -> str:
+        """Without a late request: what is known (its outcome, what the application asked, the faults)."""
+        if t is None:
+            return f"txns.jsonl has no line for it; no request of {base_name(producer)} was held past its begin"
+        asked = {"commit": "the application asked to commit", "abort": "the application asked to abort",
+                 None: "the application never asked to end it"}.get(intent, "what the application asked is not known")
+        window = f"open {seconds(begin)}–{seconds(end)}" if end is not None else f"open from {seconds(begin)}"
+        faults = [w for w in self.faults if begin is not None and w["start_ns"] <= (end if end is not None else
+                  w["start_ns"]) and (w["end_ns"] is None or w["end_ns"] >= begin)]
+        under = ("faults under way: " + ", ".join(f"{fault_phrase(w)} (fault {w['index']})" for w in faults)
+                 if faults else "no fault was under way")
+        return (f"{outcome}, {asked} ({window}); no held request of {base_name(producer)} reached a broker while it "
+                f"was open; {under}")

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from catalogue.exits import EXIT_VALID, HarnessError
-from forensics.chains import EXPLAINED, Explainer
+from forensics.chains import EXPLAINED, Explainer, TransactionExplainer
 from forensics.parse import Event, parse_node_log
 from rundir.broker_events import read_broker_events, write_broker_events
-from rundir.documents import (compose_results, read_events, read_results, read_scenario, results_parts, wall_start,
-                               write_results)
+from rundir.documents import (compose_results, read_events, read_results, read_scenario, read_txns, results_parts,
+                               wall_start, write_results)
 from rundir.replica_batches import read_replica_batches
 from rundir.layout import LOGS, SCENARIO, RunDir
 from rundir.lines import HistoryError
@@ -55,9 +55,14 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
     notes: list[str] = []
     batches = read_replica_batches(run.history, notes) if run.replica_batches.is_file() else None
     started = wall_start(read_scenario(run))
-    explained = Explainer(read_events(run.history, notes), read_broker_events(run.history, notes), batches,
+    events = read_events(run.history, notes)
+    explained = Explainer(events, read_broker_events(run.history, notes), batches,
                           results.get("examples"), None if started is None else int(started.timestamp() * 1000)
                           ).explain(ranges)
+    # per transaction of the examples: its outcome, and the held request of its producer that reached a broker
+    # while it was open (request lines), else the faults under way
+    explained["transaction_chains"] = TransactionExplainer(
+        events, read_txns(run.history, notes) if run.txns.is_file() else [], results.get("examples")).explain()
     explained["notes"] = notes
     return explained
 
@@ -68,8 +73,11 @@ def explained_line(forensics: dict[str, Any]) -> str:
     told = {a: sum(r[a] for r in rows if r["fault"] is not None) for a in EXPLAINED}
     left = {a: sum(r[a] for r in rows if r["fault"] is None) for a in EXPLAINED}
     parts = [f"{a} {told[a]:,} of {told[a] + left[a]:,}" for a in EXPLAINED if told[a] + left[a]]
+    txn = forensics.get("transaction_chains") or []
+    late = sum(1 for c in txn if c.get("request"))
     return (f"chains: {len(forensics['chains'])} explain {', '.join(parts) or 'nothing'}"
-            + (f"; {len(forensics['unexplained'])} ranges unexplained" if forensics["unexplained"] else ""))
+            + (f"; {len(forensics['unexplained'])} ranges unexplained" if forensics["unexplained"] else "")
+            + (f"; {len(txn)} transactions told ({late} by a late request)" if txn else ""))
 
 
 def forensics_cmd(run_dir: Path) -> int:

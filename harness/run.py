@@ -25,6 +25,7 @@ from catalogue.exits import HarnessError
 from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
+from clusters.kafka_transactions import ask_cluster
 from clusters.segments import read_batches
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
@@ -74,14 +75,19 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
     with RunProgress(scenario.workload.duration_s, timer) as progress:
         progress.phase("starting the cluster")
         cluster = Cluster.start(scenario.cluster_spec(), run.cluster, owner_pid=os.getpid())
+        finished = False  # the trial ran to its end (a stopped or failed one goes straight to teardown)
         try:
             create_topic(cluster, scenario.topic_spec())
             if scenario.workload.pipeline is not None:
                 create_topic(cluster, scenario.pipeline_topic_spec())
             error = Trial(scenario, cluster, history, progress, transactional_prefix=f"kchaos-{run.path.name}",
                           on_settled=None if on_settled is None else lambda: on_settled(run.history)).run()
+            finished = True
         finally:
             history.close()
+            if finished and scenario.workload.transactional:
+                progress.phase("asking Kafka about its transactions")
+                ask_kafka_transactions(run, cluster)
             progress.phase("reading the replicas' disks")
             read_replica_disks(run, cluster, scenario.topics())
             progress.phase("tearing down")
@@ -98,6 +104,16 @@ def read_replica_disks(run: RunDir, cluster: Cluster, topics: list[str]) -> None
         write_replica_batches(run, read_batches(cluster.brokers, topics, cluster.spec.kafka_version))
     except (ClusterError, OSError) as e:
         log.warning("the replicas' disks were not read (%s): the chains will not say which replica holds what", e)
+
+
+def ask_kafka_transactions(run: RunDir, cluster: Cluster) -> None:
+    """history/kafka-transactions.json: Kafka's own kafka-transactions.sh (find-hanging on every broker, list), the
+    second opinion beside the checker's hanging_transaction. Never the run's failure: what could not be asked
+    says why in the file, and a file that could not be written is a warning."""
+    try:
+        documents.write_kafka_transactions(run, ask_cluster(cluster.brokers, cluster.spec.kafka_version))
+    except Exception as e:  # noqa: BLE001 - a second opinion never fails the run
+        log.warning("Kafka's view of the transactions was not recorded (%s: %s)", type(e).__name__, e)
 
 
 def parse_node_logs(run: RunDir) -> None:

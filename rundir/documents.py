@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from rundir.layout import EVENTS, RESULTS, SCENARIO, RunDir
-from rundir.lines import READ_COMMITTED, HistoryError, parse_event, read_history_file
+from rundir.layout import EVENTS, KAFKA_TRANSACTIONS, RESULTS, SCENARIO, TXNS, RunDir
+from rundir.lines import READ_COMMITTED, HistoryError, field_of, parse_event, read_history_file
 
 # results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
 SCHEMA_VERSION = 2
@@ -74,8 +74,9 @@ def write_scenario(run: RunDir, resolved: dict[str, Any]) -> None:
 
 # results.json's parts besides the checker's document (whose keys checkers/anomalies.py's results_document orders),
 # in the order they follow it: the run record (verdicts/verdict.py's run_record), the causal chains, the expectations.
+# kafka_transactions: Kafka's own find-hanging beside the checker's hanging_transaction (transactional runs only)
 RUN_RECORD_KEYS = ("kchaos_version", "kafka_version", "librdkafka_version", "clients", "scenario", "run_id",
-                   "started_at", "ended_at", "faults")
+                   "started_at", "ended_at", "faults", "kafka_transactions")
 FORENSICS_KEY = "forensics"
 EXPECTATIONS_KEYS = ("expectations", "exit_code")
 
@@ -167,12 +168,47 @@ def read_results(run: RunDir) -> dict[str, Any]:
     return results
 
 
+# --- history/kafka-transactions.json ------------------------------------------------------------------
+
+
+def write_kafka_transactions(run: RunDir, document: dict[str, Any]) -> Path:
+    """What Kafka's kafka-transactions.sh said before teardown (clusters/kafka_transactions.py's ask_cluster)."""
+    run.kafka_transactions.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(run.kafka_transactions, json.dumps(document, indent=2) + "\n")
+
+
+def read_kafka_transactions(run: RunDir) -> dict[str, Any] | None:
+    """history/kafka-transactions.json, or None when the run did not ask (not transactional, or older);
+    HistoryError when it is there but not a JSON object."""
+    if not run.kafka_transactions.is_file():
+        return None
+    try:
+        document = json.loads(run.kafka_transactions.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HistoryError(f"history/{KAFKA_TRANSACTIONS}: not valid JSON ({e})") from None
+    if not isinstance(document, dict):
+        raise HistoryError(f"history/{KAFKA_TRANSACTIONS}: expected an object, not {type(document).__name__}")
+    return document
+
+
 # --- events.jsonl ------------------------------------------------------------------------------------
 
 
 def read_events(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every line of history/events.jsonl (a missing file is noted: no events)."""
     return read_history_file(history_dir, EVENTS, parse_event, notes, "no events recorded")
+
+
+def parse_txn_line(obj: dict[str, Any], line: int) -> dict[str, Any]:
+    """A txns.jsonl line as it is (the forensics read its times), once it names its producer and transaction."""
+    field_of(obj, "producer", str)
+    field_of(obj, "txn", int)
+    return obj
+
+
+def read_txns(history_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
+    """Every line of history/txns.jsonl (a missing file is noted: the run had no transactions)."""
+    return read_history_file(history_dir, TXNS, parse_txn_line, notes, "no transactions recorded")
 
 
 class FaultWindows:

@@ -24,6 +24,7 @@ TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads
 STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # a run directory's name: when it started, UTC
 BROKER_EVENTS = "broker-events.jsonl"  # elections, ISR changes, truncations parsed from logs/ (kchaos forensics)
 REPLICA_BATCHES = "replica-batches.jsonl"  # every replica's record batch headers, read before teardown
+KAFKA_TRANSACTIONS = "kafka-transactions.json"  # what Kafka's kafka-transactions.sh said before teardown
 NODE_LOG_SUFFIX = ".log"  # logs/<node>.log: one file per node, named after the node (broker1, zk1, controller1)
 INDEX = "index.html"  # the matrix, at the root of a tree of runs
 JUNIT = "junit.xml"  # the nightly's JUnit file, at the root of a tree of runs (unless --junit says elsewhere)
@@ -96,6 +97,10 @@ class RunDir:
     @property
     def replica_batches(self) -> Path:
         return self.history / REPLICA_BATCHES
+
+    @property
+    def kafka_transactions(self) -> Path:
+        return self.history / KAFKA_TRANSACTIONS
 
     def node_logs(self) -> dict[str, Path]:
         """Each node's copied-out log by node name (``logs/broker1.log`` -> ``broker1``), sorted; {} without logs/."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from forensics.chains import Explainer
+from forensics.chains import EXPLAINED, TXN_EXPLAINED, Explainer, TransactionExplainer
 from rundir.documents import fault_windows
 
 S = 1_000_000_000
@@ -176,3 +176,91 @@ def test_a_fault_slow_to_take_effect_says_when_it_had_and_its_victim_leads_until
     [chain] = Explainer(slow, KILL_EVENTS, []).explain([lost(12_698, 13_354, 16.0, 17.0)])["chains"]
     assert chain["leader"] == "broker2" and "SIGKILL broker2 at 15.6 s (in effect by 17.4 s) (fault 1)" in \
         chain["sentence"]
+
+
+# --- transactions: the chain of each transaction of aborted_read, torn_transaction and a committed one's lost ---
+
+def txn(producer: str, n: int, begin: float, invoke: float, complete: float, outcome: str,
+        intent: str | None) -> dict[str, Any]:
+    return {"producer": producer, "txn": n, "outcome": outcome, "intent": intent, "error": None,
+            "invoke_ns": int(invoke * S), "complete_ns": int(complete * S), "begin_ns": int(begin * S)}
+
+
+def end_txn(client: str, held: float, released: float, committed: bool, node: int = 2) -> dict[str, Any]:
+    return {"kind": "request", "fault": "delay-requests", "api": "EndTxn", "api_version": 1, "client": client,
+            "node": node, "connection": 3, "correlation_id": 41, "action": "delayed", "cause": "matched",
+            "held_ns": int(held * S), "released_ns": int(released * S), "response_ns": int((released + 0.01) * S),
+            "response_error": 0, "client_closed": True, "outcome": "answered",
+            "detail": {"transactional_id": "kchaos-run-p1", "producer_id": 7, "producer_epoch": 0,
+                       "committed": committed}}
+
+
+def message(producer: str, seq: int, txn_no: int | None) -> dict[str, Any]:
+    return {"producer": producer, "seq": seq, "send": {"producer": producer, "seq": seq, "txn": txn_no}, "reads": []}
+
+
+# KAFKA-17754's shape: p1's commit of 811 is held 6 s on its connection; the client retries on a new one, 811
+# commits, 812 begins; the held EndTxn(COMMIT) reaches broker2 while 812 is open and ends it; 812's abort comes late
+DELAY = fault("delay-requests", "broker2", 40.0, 60.0, "hold EndTxn from producer to broker2 for 6.0 s")
+TXNS = [txn("p1", 811, 38.0, 41.0, 44.0, "committed", "commit"), txn("p1", 812, 44.5, 50.0, 50.5, "aborted", "abort"),
+        txn("p10", 3, 44.0, 49.0, 49.5, "committed", "commit")]
+
+
+def test_a_late_end_txn_of_the_previous_transaction_is_the_chain_of_an_aborted_read() -> None:
+    events = DELAY + [end_txn("kchaos-p1", 41.2, 47.2, committed=True)]
+    examples = {"aborted_read": [message("p1", 8120, 812), message("p1", 8121, 812)]}
+    [chain] = TransactionExplainer(events, TXNS, examples).explain()
+    assert (chain["anomaly"], chain["producer"], chain["txn"], chain["count"], chain["outcome"]) == \
+        ("aborted_read", "p1", 812, 2, "aborted")
+    assert chain["sentence"] == (
+        "transaction 812 of p1: its messages visible to read_committed although aborted; the EndTxn(COMMIT) of "
+        "transaction 811, sent at 41.2 s and held 6.0 s, reached broker2 at 47.2 s while 812 was open; under hold "
+        "EndTxn from producer to broker2 for 6.0 s at 40.0 s (fault 1).")
+    assert chain["request"]["detail"]["committed"] is True and chain["fault"] == 1
+    assert [s["what"].split(",")[0] for s in chain["steps"]] == [
+        "hold EndTxn from producer to broker2 for 6.0 s at 40.0 s (fault 1)", "transaction 812 begun",
+        "the EndTxn(COMMIT) of transaction 811", "transaction 812 aborted (asked to abort)"]
+
+
+def test_only_a_request_of_the_same_transactional_id_released_while_the_transaction_was_open_counts() -> None:
+    """kchaos-p10 is another producer (not p1's); an EndTxn released after 812 ended, or sent while 812 was
+    already open (its own), is no late request of an earlier transaction."""
+    events = DELAY + [end_txn("kchaos-p10", 41.2, 47.2, committed=True), end_txn("kchaos-p1", 41.2, 51.0, True),
+                      end_txn("kchaos-p1", 45.0, 47.0, committed=False)]
+    [chain] = TransactionExplainer(events, TXNS, {"aborted_read": [message("p1", 8120, 812)]}).explain()
+    assert chain["request"] is None
+    assert chain["sentence"] == (
+        "transaction 812 of p1: its messages visible to read_committed although aborted; aborted, the application "
+        "asked to abort (open 44.5 s–50.5 s); no held request of p1 reached a broker while it was open; faults under "
+        "way: hold EndTxn from producer to broker2 for 6.0 s at 40.0 s (fault 1).")
+
+
+def test_a_replacement_is_told_the_late_request_of_its_predecessor() -> None:
+    """p1.1 shares p1's transactional.id: a request p1 sent that lands while p1.1's transaction is open is named."""
+    txns = [txn("p1", 4, 10.0, 12.0, 30.0, "unknown", "commit"), txn("p1.1", 0, 31.0, 33.0, 33.5, "aborted", "abort")]
+    events = DELAY + [end_txn("kchaos-p1", 12.1, 32.0, committed=True)]
+    [chain] = TransactionExplainer(events, txns, {"aborted_read": [message("p1.1", 0, 0)]}).explain()
+    assert "the EndTxn(COMMIT) of transaction 4 of p1, sent at 12.1 s and held 19.9 s, reached broker2 at 32.0 s " \
+           "while 0 was open" in chain["sentence"]
+
+
+def test_a_torn_or_lost_transaction_without_a_late_request_says_what_is_known() -> None:
+    txns = [txn("p0", 5, 10.0, 13.5, 14.0, "committed", "commit")]
+    examples = {"torn_transaction": [{"producer": "p0", "txn": 5, "outcome": "committed", "visible_count": 3,
+                                      "missing_count": 2, "visible": [50, 51, 52], "missing": [53, 54]}],
+                "lost": [message("p0", 53, 5), message("p0", 54, 5), message("p2", 9, None)]}
+    chains = TransactionExplainer(KILL, txns, examples).explain()
+    assert [(c["anomaly"], c["txn"], c["count"]) for c in chains] == [("lost", 5, 2), ("torn_transaction", 5, 1)]
+    assert chains[0]["sentence"].startswith("transaction 5 of p0: 2 of its acknowledged messages lost although it "
+                                            "committed; committed, the application asked to commit (open 10.0 s–14.0 s)")
+    assert chains[1]["sentence"] == (
+        "transaction 5 of p0: 3 of its messages visible to read_committed and 2 not, although committed; committed, "
+        "the application asked to commit (open 10.0 s–14.0 s); no held request of p0 reached a broker while it was "
+        "open; no fault was under way.")
+    unknown = TransactionExplainer([], [], {"torn_transaction": [{**examples["torn_transaction"][0], "txn": 6}]})
+    assert "txns.jsonl has no line for it" in unknown.explain()[0]["sentence"]
+
+
+def test_the_catalogue_says_which_anomalies_have_transaction_chains() -> None:
+    assert TXN_EXPLAINED == ("lost", "aborted_read", "torn_transaction")
+    assert EXPLAINED == ("lost", "divergent", "duplicated")

@@ -509,6 +509,25 @@ def test_a_report_without_history_or_scenario_still_says_the_verdict(tmp_path: P
     assert "history/sends.jsonl is missing" in page
 
 
+def test_the_report_shows_kafkas_find_hanging_beside_kchaos_count_and_a_transaction_chain(tmp_path: Path) -> None:
+    """A disagreement is shown, not hidden; a transaction's chain is listed with the others."""
+    view = {"kchaos_hanging_transaction": 0, "kafka_hanging_partitions": 1, "agree": False,
+            "brokers": [{"broker": 1, "node": "broker1", "asked": True, "hanging": 1, "why": None},
+                        {"broker": 2, "node": "broker2", "asked": False, "hanging": None, "why": "exit 1"}],
+            "open_transactions": [{"transactional_id": "kchaos-r-p1", "state": "Ongoing"}],
+            "summary": "Kafka's find-hanging found 1 partition ...; kchaos counted 0: they DISAGREE"}
+    chain = {"anomaly": "aborted_read", "producer": "p1", "txn": 812, "count": 2, "steps": [],
+             "sentence": "transaction 812 of p1: its messages visible to read_committed although aborted; ..."}
+    results = {"valid": False, "counts": {"sent": 10, "acked": 10, "aborted_read": 2, "hanging_transaction": 0},
+               "final_read_complete": True, "kafka_transactions": view,
+               "forensics": {"chains": [], "unexplained": [], "lost_by_fault": [], "transaction_chains": [chain]}}
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
+    assert 'id="kafka-transactions" class="disagree"' in page and "they DISAGREE" in page
+    assert "broker2 could not ask (exit 1)" in page and "kchaos-r-p1 Ongoing" in page
+    assert 'data-chain="aborted_read">transaction 812 of p1' in page
+    assert "Why these messages were shown although not committed" in page
+
+
 @needs_chromium
 def test_the_report_renders_in_chromium(lossy_run: Path, tmp_path: Path) -> None:
     results = json.loads((lossy_run / "results.json").read_text())

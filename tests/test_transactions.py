@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from clusters.cluster import Cluster
+from clusters.kafka_transactions import ask_cluster
 from faults.pause import PauseFault
+from rundir.documents import read_kafka_transactions, write_kafka_transactions
 from rundir.layout import RunDir
+from verdicts.verdict import ENDED_STATES, second_opinion
 from workloads.consumer import read_back_both
 from workloads.history import History, RunClock
 from workloads.observer import StableObserver
@@ -119,6 +122,18 @@ def test_transactions_commit_and_abort_while_the_partition_leader_is_frozen(clus
     stable = [e for e in out.events if e["kind"] == "stable"]
     assert {e["partition"] for e in stable} == set(range(PARTITIONS))
     assert all(e["last_stable_offset"] <= e["high_watermark"] for e in stable)
+
+    # Kafka's own view, as a run asks it before teardown: every broker answers find-hanging, none hangs, and the
+    # producer's transactional id has ended its last transaction; kchaos's count (0) agrees
+    write_kafka_transactions(RunDir(tmp_path), ask_cluster(cluster.brokers, cluster.spec.kafka_version))
+    asked = read_kafka_transactions(RunDir(tmp_path))
+    assert asked is not None
+    assert [(b["broker"], b["asked"], b["hanging"]) for b in asked["brokers"]] == \
+        [(b.node_id, True, []) for b in cluster.brokers], asked
+    ours = [t for t in asked["transactions"] or [] if t["transactional_id"] == f"kchaos-test-{topic}-p0"]
+    assert len(ours) == 1 and ours[0]["state"] in ENDED_STATES, asked["list_output"]
+    view = second_opinion(asked, 0)
+    assert view["agree"] is True and view["kafka_hanging_partitions"] == 0, view["summary"]
 
 
 @pytest.mark.cluster

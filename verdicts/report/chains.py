@@ -7,7 +7,12 @@ not explain::
     {"chains": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "min_offset", "max_offset",
                  "sentence", "fault": N, "steps": [{"time_ns", "node", "what", "line"}], ...}],
      "lost_by_fault": [{"fault": N | null, "label", "lost", "duplicated", "divergent"}],
-     "unexplained": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "why"}]}
+     "unexplained": [{"anomaly", "topic", "partition", "count", "first_ns", "last_ns", "why"}],
+     "transaction_chains": [{"anomaly", "producer", "txn", "count", "outcome", "intent", "sentence", "steps",
+                             "request": {...} | null, ...}]}
+
+A transaction's chain (aborted_read, torn_transaction, a committed transaction's lost messages) is listed
+with the others; it has no partition.
 
 A fault N is the report's fault N: the applied windows in start order, numbered from 1 (skipped ones are not
 windows); the row with fault null counts what no chain explains. A step without a log line (the fault itself)
@@ -54,9 +59,10 @@ SHOWN = 5  # the chains listed at the top of the page; the rest are one click aw
 
 
 def chain_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every causal chain, the most records first: its sentence and its steps."""
-    rows = [{**c, "steps": step_rows(c.get("steps"))} for c in _dicts(forensics_of(results).get("chains"))
-            if c.get("sentence")]
+    """Every causal chain (a range's, a transaction's), the most records first: its sentence and its steps."""
+    block = forensics_of(results)
+    rows = [{**c, "steps": step_rows(c.get("steps"))}
+            for c in _dicts(block.get("chains")) + _dicts(block.get("transaction_chains")) if c.get("sentence")]
     return sorted(rows, key=lambda c: -c["count"] if isinstance(c.get("count"), int) else 0)
 
 
