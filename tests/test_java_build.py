@@ -144,3 +144,30 @@ def test_a_spec_that_is_not_json_is_one_line_and_exit_2() -> None:
     assert result.stderr.count("\n") == 1 and "the spec is not JSON" in result.stderr
     assert "Exception" not in result.stderr and "\tat " not in result.stderr
     assert os.path.basename(cmd[0]) == "java"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_transactional_producer_says_which_commit_error_policy_it_runs(version: str) -> None:
+    """TxnPolicy is built with the rest; the K line (the client event's settings) names on_commit_error, said
+    before initTransactions, which waits here for a broker that never answers. A policy it does not know is a
+    bad spec."""
+    txns = {"size": 3, "abort_probability": 0.0, "timeout_ms": 60000, "commit_timeout_s": 1, "partitions": 1,
+            "transactional_id": "kchaos-t", "seed": 1, "on_commit_error": "abort"}
+    proc = start(version, "producer", {**producer_spec(), "transactions": txns})
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(b"H ")
+        tag, library, _, settings = proc.stdout.readline().decode().split(" ", 3)
+        assert (tag, library) == ("K", "java")
+        assert json.loads(settings)["on_commit_error"] == "abort"
+        assert json.loads(settings)["transactional.id"] == "kchaos-t"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    bad = start(version, "producer", {**producer_spec(), "transactions": {**txns, "on_commit_error": "later"}})
+    try:
+        assert bad.wait(timeout=30) == 2
+        assert bad.stderr is not None and "on_commit_error must be replace, retry or abort, not later" in \
+            bad.stderr.read().decode()
+    finally:
+        bad.kill()

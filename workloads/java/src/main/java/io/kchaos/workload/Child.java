@@ -69,9 +69,16 @@ public final class Child {
      * is up. {@code kind} is "producer" or "consumer"; {@code props} the properties the client was made with.
      */
     public void hello(String kind, Map<String, Object> props) {
+        hello(kind, props, Map.of());
+    }
+
+    /** {@link #hello(String, Map)} with settings of the application's own beside the client's (on_commit_error). */
+    public void hello(String kind, Map<String, Object> props, Map<String, String> own) {
         String settings;
         try {
-            settings = Spec.JSON.writeValueAsString(CheckConfig.effective(kind, props));
+            Map<String, String> all = new java.util.LinkedHashMap<>(CheckConfig.effective(kind, props));
+            all.putAll(own);
+            settings = Spec.JSON.writeValueAsString(all);
         } catch (JsonProcessingException e) {
             throw new IllegalStateException(e);
         }

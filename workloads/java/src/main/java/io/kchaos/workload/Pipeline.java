@@ -36,8 +36,9 @@ import java.util.concurrent.TimeUnit;
  * read_committed consumer of the pipeline's group polls a batch of the input (at most {@code batch} records); one
  * transaction writes an output per input ({@code <pipeline>:<seq>:<from_producer>:<from_seq>:}) and the batch's
  * positions (sendOffsetsToTransaction with the consumer's group metadata), and commits. An abortable error aborts
- * it and rewinds the consumer to the group's committed offsets; a fatal one (fenced, a transactional call that did
- * not end within commit_timeout_s) reports the transaction unknown and exits 4, and the harness starts a new
+ * it and rewinds the consumer to the group's committed offsets; a timed-out commit is handled as on_commit_error
+ * says (TxnPolicy; a commit that ends aborted rewinds too); a fatal one (fenced, a transactional call that did not
+ * end within commit_timeout_s under replace) reports the transaction unknown and exits 4, and the harness starts a new
  * process under the same transactional.id, which fences what is left of this one.
  *
  * <p>Lines: the consumer's P/R/D for the input, T/C/O and S for the output, and {@code J <seq> <from_producer>
@@ -58,6 +59,7 @@ public final class Pipeline {
     private final String outputTopic;
     private final long commitTimeoutNs;
     private final double processingMs;
+    private final String onCommitError;   // replace, retry or abort (TxnPolicy)
     private final Map<String, Object> producerProps;
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final KafkaProducer<byte[], byte[]> producer;
@@ -90,6 +92,7 @@ public final class Pipeline {
         consumerProps.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Long.toString(spec.integer("batch")));
         this.consumer = Consumer.open(consumerProps);
         JsonNode txns = spec.node("transactions");
+        this.onCommitError = TxnPolicy.of(txns);
         producerProps = Spec.settings(spec.node("producer_config"));
         producerProps.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, spec.str("bootstrap_servers"));
         producerProps.put(ProducerConfig.CLIENT_ID_CONFIG, "kchaos-" + name);
@@ -105,7 +108,8 @@ public final class Pipeline {
     // ------------------------------------------------------------ the loop
 
     private void loop() {
-        child.hello("producer", producerProps);   // before initTransactions: a replacement may wait there
+        // before initTransactions: a replacement may wait there
+        child.hello("producer", producerProps, Map.of("on_commit_error", onCommitError));
         try {
             if (!init()) {
                 return;
@@ -334,12 +338,55 @@ public final class Pipeline {
             }
         }
         out.send(Lines.txnRequested(txn, "commit", child.nowNs()));
-        String timedOut = retrying("commit", producer::commitTransaction);
-        if (timedOut != null) {   // committed or not, nobody knows: only a new producer can go on
-            throw unknown("commit did not complete within " + seconds() + "s (" + timedOut + ")", null);
+        if (commit()) {
+            positions.forEach((tp, offset) -> committed.put(tp.partition(), offset));
+        } else {   // aborted instead: the batch is read (and written) again
+            rewind();
         }
-        positions.forEach((tp, offset) -> committed.put(tp.partition(), offset));
-        out.send(Lines.txnOutcome(txn, "committed", child.nowNs(), null));
+    }
+
+    /**
+     * commitTransaction as the client's errors and on_commit_error allow (TxnPolicy): true when the client said
+     * committed, false when it said aborted (O reports either, the intent stays commit); the fatal exit with the
+     * outcome unknown otherwise. Under replace a call still blocked in the client at commit_timeout_s is unknown
+     * (nothing may follow it); under retry and abort it is waited for (max.block.ms bounds it).
+     */
+    private boolean commit() {
+        long started = System.nanoTime();
+        boolean replace = onCommitError.equals(TxnPolicy.REPLACE);
+        TxnPolicy.End end = new TxnPolicy.End(onCommitError, "commit", null);
+        Future<?> call = null;
+        while (true) {
+            long left = replace ? Math.max(started + commitTimeoutNs - System.nanoTime(), 100_000_000L)
+                    : commitTimeoutNs;
+            if (call == null) {
+                call = worker.submit(end.calling.equals("abort") ? producer::abortTransaction
+                        : producer::commitTransaction);
+            }
+            try {
+                call.get(left, TimeUnit.NANOSECONDS);
+                boolean done = end.calling.equals("commit");
+                out.send(Lines.txnOutcome(txn, done ? "committed" : "aborted", child.nowNs(), end.why()));
+                return done;
+            } catch (java.util.concurrent.TimeoutException e) {   // still inside the client
+                if (replace) {
+                    throw unknown(end.calling + " did not complete within " + seconds() + "s", null);
+                }
+            } catch (InterruptedException e) {
+                throw new InterruptException(e);
+            } catch (ExecutionException e) {
+                call = null;
+                Throwable error = e.getCause();
+                String kind = TxnPolicy.kind(error, end.calling, end.choosingAbort());
+                if (end.failed(kind, Producer.errorName(error), System.nanoTime() - started >= commitTimeoutNs)) {
+                    if (kind.equals("retriable")) {   // replace: committed or not, nobody knows
+                        throw unknown(end.calling + " did not complete within " + seconds() + "s ("
+                                + end.why() + ")", null);
+                    }
+                    throw unknown(Producer.errorName(error), error);
+                }
+            }
+        }
     }
 
     /** Abort the open transaction: {@code O aborted} (why as its error), or the fatal exit when it won't. */

@@ -22,9 +22,11 @@ import java.util.concurrent.TimeUnit;
  * <p>What a careful application does with KafkaProducer, as its javadoc says in 3.9 and 4.3: fenced, out of
  * order sequence, authorization and unsupported version errors are fatal (the outcome is unknown and the process
  * exits 4; the harness starts a new one under the same transactional.id, which fences this one); a commit that
- * times out is retried (the javadoc allows only that retry, not a switch to abort) until commit_timeout_s, then
- * the outcome is unknown and the process exits 4; any other KafkaException of a commit (an abortable error: a
- * send that failed, TransactionAbortableException) aborts the transaction. A stop lets the open transaction
+ * times out is handled as on_commit_error says (TxnPolicy): replace retries it (the javadoc allows only that
+ * retry, not a switch to abort) until commit_timeout_s, then the outcome is unknown and the process exits 4;
+ * retry retries it until it answers; abort tries abortTransaction (refused: the commit is resumed); any other
+ * KafkaException of a commit (an abortable error: a send that failed, TransactionAbortableException) aborts the
+ * transaction. A stop lets the open transaction
  * finish and commit. The blocking calls run on a worker thread so that commit_timeout_s bounds them, whatever
  * max.block.ms says.
  */
@@ -33,6 +35,7 @@ public final class TransactionalProducer extends Producer {
     private final double abortProbability;
     private final double commitTimeoutS;
     private final Random rng;
+    private final String onCommitError;   // replace, retry or abort (TxnPolicy)
     private final ExecutorService worker = Executors.newSingleThreadExecutor(r -> {
         Thread t = new Thread(r, "kchaos-txn");
         t.setDaemon(true);
@@ -48,6 +51,7 @@ public final class TransactionalProducer extends Producer {
         this.partitions = txns.get("partitions").asInt();
         // a replacement draws its own, reproducibly: the seed of (seed, name)
         this.rng = new Random(fnv1a(txns.get("seed").asText() + ":" + name));
+        this.onCommitError = TxnPolicy.of(txns);
     }
 
     public static void run(Spec spec, Child child) {
@@ -55,7 +59,8 @@ public final class TransactionalProducer extends Producer {
     }
 
     private void transact() {
-        child.hello("producer", props);   // before initTransactions: a replacement may wait there for a coordinator
+        // before initTransactions: a replacement may wait there for a coordinator
+        child.hello("producer", props, java.util.Map.of("on_commit_error", onCommitError));
         if (!init()) {
             return;
         }
@@ -142,49 +147,58 @@ public final class TransactionalProducer extends Producer {
     }
 
     /**
-     * Commit or abort, as the client's errors allow, and report the outcome. An outcome reached after errors keeps
-     * the last one as its error (a commit retried after a time-out is what delayed requests look like).
+     * Commit or abort, as the client's errors and on_commit_error allow (TxnPolicy), and report the outcome:
+     * committed or aborted only when the client said so. An outcome reached after errors keeps the last one as its
+     * error (a commit retried after a time-out is what delayed requests look like).
      */
     private void end(long txn, boolean aborting, String why) {
-        long deadline = System.nanoTime() + (long) (commitTimeoutS * 1e9);
+        long started = System.nanoTime();
+        long timeoutNs = (long) (commitTimeoutS * 1e9);
+        boolean replace = onCommitError.equals(TxnPolicy.REPLACE);
+        TxnPolicy.End end = new TxnPolicy.End(onCommitError, aborting ? "abort" : "commit", why);
+        Future<Void> call = null;
         while (true) {
-            long left = deadline - System.nanoTime();
-            String verb = aborting ? "abort" : "commit";
+            long left = replace ? started + timeoutNs - System.nanoTime() : timeoutNs;
             if (left <= 0) {
-                timedOut(txn, verb, why);
+                timedOut(txn, end.calling, end.why());
             }
-            boolean abortNow = aborting;
-            Future<Void> call = worker.submit((Callable<Void>) () -> {
-                if (abortNow) {
-                    producer.abortTransaction();
-                } else {
-                    producer.commitTransaction();
-                }
-                return null;
-            });
+            if (call == null) {
+                boolean abortNow = end.calling.equals("abort");
+                call = worker.submit((Callable<Void>) () -> {
+                    if (abortNow) {
+                        producer.abortTransaction();
+                    } else {
+                        producer.commitTransaction();
+                    }
+                    return null;
+                });
+            }
             try {
                 call.get(left, TimeUnit.NANOSECONDS);
-                outcome(txn, aborting ? "aborted" : "committed", why);
+                outcome(txn, end.calling.equals("abort") ? "aborted" : "committed", end.why());
                 return;
             } catch (java.util.concurrent.TimeoutException e) {   // still blocked in the client
-                timedOut(txn, verb, why);
+                if (replace) {
+                    timedOut(txn, end.calling, end.why());
+                }
+                // retry, abort: wait on for the same call (max.block.ms bounds it)
             } catch (InterruptedException e) {
                 throw new InterruptException(e);
             } catch (ExecutionException e) {
+                call = null;
                 Throwable error = e.getCause();
-                if (Child.isFatal(error)) {
+                String kind = TxnPolicy.kind(error, end.calling, end.choosingAbort());
+                if (end.failed(kind, errorName(error), System.nanoTime() - started >= timeoutNs)) {
+                    if (kind.equals("retriable")) {
+                        timedOut(txn, end.calling, end.why());
+                    }
                     outcome(txn, "unknown", errorName(error));
-                    throw unwrap(e);
-                }
-                if (error instanceof TimeoutException || error instanceof InterruptException) {
-                    why = "retried after " + errorName(error);   // only the same call may follow a time-out
-                } else if (!aborting && error instanceof KafkaException) {
-                    aborting = true;
-                    why = "commit failed: " + errorName(error);
-                } else {   // an abort that failed otherwise: this client cannot be trusted with another transaction
-                    outcome(txn, "unknown", errorName(error));
-                    throw new Child.Fatal("transaction " + txn + ": " + verb + " failed: " + Main.describe(error),
-                            error);
+                    if (Child.isFatal(error)) {
+                        throw unwrap(e);
+                    }
+                    // an error neither retriable nor abortable: this client cannot be trusted with another transaction
+                    throw new Child.Fatal("transaction " + txn + ": " + end.calling + " failed: "
+                            + Main.describe(error), error);
                 }
             }
         }
