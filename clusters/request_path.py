@@ -1,7 +1,7 @@
 """The harness's handle on the request path (the proxy process of clusters/proxy/).
 
-Faults speak to this class only: ``hold`` starts holding requests of some Kafka APIs bound for a broker,
-``release`` stops it, ``held`` returns what was held, when it was delivered and what the broker answered.
+Faults speak to this class only: ``hold`` starts holding requests of some Kafka APIs bound for a broker
+(or, with its ``action``, dropping the broker's answers to them, or replaying them), ``release`` stops it, ``held`` returns what was held, when it was delivered and what the broker answered.
 The proxy runs as its own process (so its event loop never waits on the harness's threads); this handle
 starts it, speaks to it over a Unix socket, and stops it. Its stdin is a pipe from this process: if the
 harness dies, the proxy exits.
@@ -49,7 +49,7 @@ class HeldRequest:
     connection: int            # the proxy's number for the client connection it came on
     correlation_id: int
     cause: str
-    action: str                # "delayed"
+    action: str                # "delayed" | "response-dropped" | "replayed"
     held_ns: int
     release_at_ns: int
     released_ns: int | None    # when it reached the broker's socket (None: never delivered)
@@ -57,7 +57,7 @@ class HeldRequest:
     response_ns: int | None
     response_error: Any
     response_forwarded: bool | None
-    outcome: str               # held | delivered | answered | upstream-closed
+    outcome: str               # held | delivered | answered | upstream-closed | discarded (silenced: never sent)
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,17 +135,20 @@ class RequestPath:
     def hold(self, apis: Iterable[str], *, broker: int | None = None, hold_s: float,
              hold_max_s: float | None = None, clients: Iterable[str] | None = None,
              connections: str = "existing", limit: int | None = None, fault: str = "delay-requests",
-             seed: int | None = None) -> str:
+             seed: int | None = None, action: str = "delay") -> str:
         """Hold requests of ``apis`` (Kafka's names: EndTxn, Produce, ...) bound for ``broker`` (None: any)
         from clients whose client.id is one of ``clients`` (None: any; ``name*``: every id starting with
         name), each for ``hold_s`` seconds
         (or a time drawn from [hold_s, hold_max_s]), then deliver them on their own connection, in order.
         ``connections="existing"`` holds only on connections open now: a client's new connection passes.
+        ``action="drop-response"``: deliver them at once and drop the broker's answers (the connection is
+        then silent until the client closes it or the rule is released); ``action="replay"``: deliver them at
+        once and a copy again after hold_s, on a new connection (clusters/proxy/core.py).
         Returns the rule's id, for ``release``."""
         rule = f"r{next(self._rules)}"
         self._call("hold", rule=rule, apis=list(apis), broker=broker, hold_s=hold_s, hold_max_s=hold_max_s,
                    clients=list(clients) if clients is not None else None, connections=connections,
-                   limit=limit, fault=fault, seed=seed)
+                   limit=limit, fault=fault, seed=seed, action=action)
         return rule
 
     def release(self, rule: str, flush: bool = False) -> int:

@@ -294,3 +294,68 @@ def test_the_proxy_process_is_driven_through_its_handle(tmp_path: Path) -> None:
             broker.close()
         assert not path.running
     asyncio.run(main())
+
+
+def test_a_dropped_answer_leaves_the_request_delivered_and_the_connection_silent_until_released() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        c.send(metadata_request(1))
+        assert await c.answer() == 1
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=0, action="drop-response", fault="drop-responses")
+        c.send(end_txn(2))
+        c.send(metadata_request(3))   # behind the lost answer: the connection is silent, it never goes
+        await until(lambda: len(proxy.records) == 2 and proxy.records[0].outcome == "answered")
+        with pytest.raises(asyncio.TimeoutError):
+            await c.answer(0.3)
+        assert [a[2] for a in broker.arrivals] == [1, 2]   # the request took effect, nothing after it went
+        dropped, behind = proxy.records
+        assert (dropped.fault, dropped.action, dropped.cause, dropped.correlation_id) == \
+            ("drop-responses", "response-dropped", "matched", 2)
+        assert dropped.response_error == "none" and dropped.response_forwarded is False
+        assert dropped.released_ns is not None and dropped.response_ns is not None
+        assert (behind.cause, behind.correlation_id, behind.outcome, behind.released_ns) == ("behind", 3, "discarded", None)
+        new = await Client.connect(proxy.ports[1])   # the client's next connection
+        await until(lambda: len(proxy.links) == 2)
+        assert proxy.release("r1") == 0
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await c.answer(2)   # released: the silenced connection is closed, the client reconnects
+        new.send(end_txn(4))
+        assert await new.answer() == 4
+        assert proxy.stats()["rules"]["r1"] == {"active": False, "matched": 1}
+    run(test)
+
+
+def test_a_replayed_request_reaches_the_broker_again_later_on_a_new_connection() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        await until(lambda: proxy.links)
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=HOLD_S, action="replay", fault="replay-requests", limit=1)
+        sent = time.monotonic()
+        c.send(end_txn(2))
+        assert await c.answer() == 2 and time.monotonic() - sent < HOLD_S / 2   # the original passes at once
+        c.send(end_txn(3))   # the limit is reached: no copy
+        assert await c.answer() == 3
+        assert proxy.pending() == 1
+        await until(lambda: proxy.records[0].outcome == "answered")
+        assert [(a[0], a[2]) for a in broker.arrivals] == [(1, 2), (1, 3), (2, 2)]   # the copy, on a connection of its own
+        assert broker.arrivals[-1][3] - sent >= HOLD_S
+        (copy,) = proxy.records
+        assert (copy.action, copy.cause, copy.correlation_id, copy.response_error) == ("replayed", "matched", 2, "none")
+        assert copy.response_forwarded is False and copy.detail["replay_connection"] != copy.connection
+        assert copy.released_ns is not None and copy.released_ns - copy.held_ns >= HOLD_S * 1e9
+        assert proxy.pending() == 0
+    run(test)
+
+
+def test_a_replay_flushed_on_release_goes_at_once() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        await until(lambda: proxy.links)
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=30, action="replay")
+        c.send(end_txn(2))
+        assert await c.answer() == 2
+        assert proxy.release("r1", flush=True) == 1
+        await until(lambda: proxy.records[0].outcome == "answered", timeout=2)
+        with pytest.raises(ValueError, match="action must be one of"):
+            proxy.hold("r2", ["EndTxn"], action="mangle")
+    run(test)

@@ -6,7 +6,8 @@ object a line, one JSON answer a line (``{"ok": true, ...}`` or ``{"ok": false, 
 Commands (clusters/request_path.py is their only caller):
 
 - ``route`` broker, host, port: where new connections for the broker go
-- ``hold`` rule, apis, broker, clients, hold_s, hold_max_s, connections, limit, fault, seed
+- ``hold`` rule, apis, broker, clients, hold_s, hold_max_s, connections, limit, fault, seed, action
+  (delay, drop-response or replay)
 - ``release`` rule, flush
 - ``records`` since: the held requests recorded from index ``since`` on
 - ``stats``; ``stop``

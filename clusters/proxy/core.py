@@ -11,6 +11,17 @@ the last one (the answers are discarded): the broker sees exactly the late reque
 have delivered. New connections are not held by a rule that covers only the connections open when it
 began (``connections="existing"``, the default).
 
+A rule has one of three actions. ``delay`` holds, as above. ``drop-response`` sends the matched request on
+at once and drops the broker's answer to it (matched by correlation id); from that request on the
+connection is silent both ways, as if the network between them had died: later requests of the client are
+not delivered (each is recorded, ``cause`` behind, never delivered) and no answer reaches it, so the client
+times the request out and closes the connection (forwarding the later answers instead would show the
+client a gap in its correlation ids: the Java client treats that as a protocol error and disconnects at
+once, which is not the time-out a lost answer causes). Releasing the rule closes the connections it
+silenced. ``replay`` sends the matched request on at once and keeps a copy, which goes to the broker
+again when its time has passed, on a new upstream connection of its own (a stale retry); the broker's
+answer to the copy is recorded and goes nowhere.
+
 Every held request becomes a :class:`Held` record: which API, from which client id, bound for which
 broker, on which connection, when it arrived and when it was delivered, what the broker answered, and
 the fields of its body (decoded by kio) that say which transaction it belonged to.
@@ -35,11 +46,14 @@ DRAIN_TIMEOUT_S = 30.0   # after its client closed, how long a drained upstream 
 HIGH_WATER = 1 << 20      # bytes buffered towards a peer before a pump waits for them to leave
 
 
+ACTIONS = {"delay": "delayed", "drop-response": "response-dropped", "replay": "replayed"}   # -> a record's action
+
+
 @dataclass
 class Rule:
-    """Hold requests of ``apis`` bound for ``broker`` (None: every broker) from clients whose client.id
-    is one of ``clients`` (None: any; an entry ending in ``*`` is a prefix) for a time drawn uniformly
-    from [hold_min_s, hold_max_s]."""
+    """Hold (``action``; or drop the answer to, or replay) requests of ``apis`` bound for ``broker`` (None:
+    every broker) from clients whose client.id is one of ``clients`` (None: any; an entry ending in ``*`` is
+    a prefix) for a time drawn uniformly from [hold_min_s, hold_max_s] (replay: the time until the copy goes)."""
 
     rule_id: str
     fault: str
@@ -50,6 +64,7 @@ class Rule:
     hold_max_s: float
     connections: str              # "existing": only connections open when the rule began; "all"
     limit: int | None             # at most this many matched requests (None: no limit)
+    action: str = "delay"         # delay | drop-response | replay (ACTIONS)
     existing: frozenset[int] = frozenset()
     matched: int = 0
     active: bool = True
@@ -96,7 +111,7 @@ class Held:
     response_ns: int | None = None      # when the broker's answer came back
     response_error: Any = None          # the answer's error code (kio's name: "none", "producer_fenced")
     response_forwarded: bool | None = None
-    outcome: str = "held"               # held | delivered | answered | upstream-closed
+    outcome: str = "held"               # held | delivered | answered | upstream-closed | discarded
     detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,6 +148,8 @@ class Link:
         self.answered = asyncio.Event()
         self.requests = 0
         self.responses = 0
+        self.muted: Rule | None = None        # the drop-response rule that silenced this connection
+        self.close_when_answered = False      # its rule was released: close once the broker answered all
 
 
 class Proxy:
@@ -150,6 +167,7 @@ class Proxy:
         self.links: dict[int, Link] = {}
         self._servers: list[asyncio.AbstractServer] = []
         self._next_link = 1
+        self._replays = 0   # copies not yet delivered
         self._tasks: set[asyncio.Task[Any]] = set()
         self.totals = {"connections": 0, "requests": 0, "responses": 0, "refused": 0}
 
@@ -185,11 +203,14 @@ class Proxy:
 
     def hold(self, rule_id: str, apis: list[str], broker: int | None = None, clients: list[str] | None = None,
              hold_s: float = 5.0, hold_max_s: float | None = None, connections: str = "existing",
-             limit: int | None = None, fault: str = "delay-requests", seed: int | None = None) -> Rule:
+             limit: int | None = None, fault: str = "delay-requests", seed: int | None = None,
+             action: str = "delay") -> Rule:
         if rule_id in self.rules and self.rules[rule_id].active:
             raise ValueError(f"rule {rule_id!r} is already active")
         if connections not in ("existing", "all"):
             raise ValueError(f"connections must be existing or all, not {connections!r}")
+        if action not in ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         if broker is not None and broker not in self.ports:
             raise ValueError(f"the proxy has no port for broker {broker}")
         hold_max = hold_s if hold_max_s is None else hold_max_s
@@ -197,12 +218,14 @@ class Proxy:
             raise ValueError(f"hold time must be 0 <= {hold_s} <= {hold_max}")
         rule = Rule(rule_id, fault, frozenset(wire.api_key(a) for a in apis), broker,
                     tuple(clients) if clients is not None else None, hold_s, hold_max, connections, limit,
-                    existing=frozenset(self.links), rng=random.Random(seed))
+                    action=action, existing=frozenset(self.links), rng=random.Random(seed))
         self.rules[rule_id] = rule
         return rule
 
     def release(self, rule_id: str, flush: bool = False) -> int:
-        """Stop the rule matching; with ``flush``, deliver what it holds now instead of when due.
+        """Stop the rule matching; with ``flush``, deliver what it holds (or the copies it keeps) now instead
+        of when due. The connections a drop-response rule silenced close once the broker has answered every
+        request delivered on them.
 
         Returns how many requests it still holds (0 after a flush once they went)."""
         rule = self.rules.get(rule_id)
@@ -218,10 +241,19 @@ class Proxy:
                         q.record.release_at_ns = 0
             if flush:
                 link.wake.set()
+            if link.muted is rule:
+                link.close_when_answered = True
+                if not link.held:
+                    _close(link.client_w)
+        for record in self.records:
+            if record.rule == rule_id and record.action == "replayed" and record.outcome == "held":
+                pending += 1
+                if flush:
+                    record.release_at_ns = 0
         return pending
 
     def pending(self) -> int:
-        return sum(len(link.queue) for link in self.links.values())
+        return sum(len(link.queue) for link in self.links.values()) + self._replays
 
     def stats(self) -> dict[str, Any]:
         return {**self.totals, "open": len(self.links), "pending": self.pending(), "records": len(self.records),
@@ -258,6 +290,9 @@ class Proxy:
             await self._requests(link)
         finally:
             link.client_open = False
+            if link.muted is not None and link.held and link.upstream_open:   # the dropped answer still due
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(link.answered.wait(), DRAIN_TIMEOUT_S)
             if not link.queue and not link.draining:
                 self._close_upstream(link)
             await asyncio.gather(responses, return_exceptions=True)
@@ -274,15 +309,22 @@ class Proxy:
                 header = wire.request_header(payload)
                 link.requests += 1
                 self.totals["requests"] += 1
+                if link.muted is not None:   # silent since a dropped answer: nothing more reaches the broker
+                    record, _ = self._record(link, prefix + payload, header, link.muted, "behind")
+                    record.outcome = "discarded"
+                    self.records.append(record)
+                    continue
                 if link.queue or link.draining:
                     self._enqueue(link, prefix + payload, header, None)
                     continue
                 rule = self._match(link, header)
-                if rule is not None:
+                if rule is not None and rule.action == "delay":
                     self._enqueue(link, prefix + payload, header, rule)
                     link.draining = True
                     self._spawn(self._drain(link))
                     continue
+                if rule is not None and link.upstream_open:
+                    self._act(link, prefix + payload, header, rule)
                 if not link.upstream_open:
                     return
                 up.write(prefix)
@@ -299,13 +341,43 @@ class Proxy:
         return None
 
     def _enqueue(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule | None) -> None:
-        now = self.clock()
         if rule is not None:
             rule.matched += 1
-            cause, rule_id, fault, due = "matched", rule.rule_id, rule.fault, now + rule.hold_ns()
+            record, expects = self._record(link, data, header, rule, "matched")
         else:   # behind a held request: goes as soon as the one before it went
             first = link.queue[0].record if link.queue else None
-            cause, rule_id, fault, due = "behind", first.rule if first else "", first.fault if first else "", 0
+            record, expects = self._record(link, data, header, None, "behind")
+            record.rule, record.fault = (first.rule, first.fault) if first else ("", "")
+        self.records.append(record)
+        link.queue.append(_Queued(data, header, record, expects))
+
+    def _act(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule) -> None:
+        """A drop-response or replay rule matched a request about to go to the broker: note what to drop, or
+        keep a copy to send again. A request the broker does not answer (a Produce with acks=0) has no
+        answer to drop: it passes unmatched."""
+        record, expects = self._record(link, data, header, rule, "matched")
+        if rule.action == "drop-response":
+            if not expects:
+                return
+            record.released_ns = record.held_ns
+            record.outcome = "delivered"
+            link.held[header.correlation_id] = record
+            link.awaiting = header.correlation_id
+            link.answered.clear()
+            link.muted = rule
+        else:
+            self._replays += 1
+            self._spawn(self._replay(link.broker, data, record, expects))
+        rule.matched += 1
+        self.records.append(record)
+
+    def _record(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule | None,
+                cause: str) -> tuple[Held, bool]:
+        """A record of a request a rule touched (or that waited behind one), and whether the broker answers it."""
+        now = self.clock()
+        rule_id, fault = (rule.rule_id, rule.fault) if rule is not None else ("", "")
+        action = ACTIONS[rule.action] if rule is not None else "delayed"
+        due = now + rule.hold_ns() if rule is not None and cause == "matched" else 0
         body: dict[str, Any] | None = None
         detail: dict[str, Any] = {}
         try:
@@ -314,9 +386,37 @@ class Proxy:
         except Exception as e:  # kio does not know this version, or the body is not what it says
             detail = {"undecoded": f"{type(e).__name__}: {e}"[:200]}
         record = Held(fault, rule_id, wire.api_name(header.api_key), header.api_version, header.client_id,
-                      link.broker, link.id, header.correlation_id, cause, now, due, detail=detail)
-        self.records.append(record)
-        link.queue.append(_Queued(data, header, record, wire.expects_response(header.api_key, body)))
+                      link.broker, link.id, header.correlation_id, cause, now, due, action=action, detail=detail)
+        return record, wire.expects_response(header.api_key, body)
+
+    async def _replay(self, broker: int, data: bytes, record: Held, expects: bool) -> None:
+        """Send a copy of a request again when due, on a new upstream connection; note the broker's answer."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            while (due := record.release_at_ns - self.clock()) > 0:   # a flush sets release_at_ns to 0
+                await asyncio.sleep(min(due / 1e9, 0.05))
+            route = self.routes.get(broker)
+            if route is None:
+                raise ConnectionError(f"no route to broker {broker}")
+            reader, writer = await asyncio.open_connection(*route)
+            record.detail["replay_connection"] = self._next_link
+            self._next_link += 1
+            writer.write(data)
+            record.released_ns = self.clock()
+            record.outcome = "delivered"
+            await writer.drain()
+            if expects:
+                async def answer() -> bytes:
+                    return await reader.readexactly(wire.frame_length(await reader.readexactly(4)))
+                self._note_answer(record, await asyncio.wait_for(answer(), DRAIN_TIMEOUT_S), forwarded=False)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, wire.WireError) as e:
+            if record.released_ns is None:
+                record.outcome = "upstream-closed"
+            record.detail["replay_error"] = f"{type(e).__name__}: {e}"[:200]
+        finally:
+            self._replays -= 1
+            if writer is not None:
+                _close(writer)
 
     async def _drain(self, link: Link) -> None:
         """Deliver the held requests of ``link`` in order, each when due; then close an abandoned upstream."""
@@ -366,7 +466,9 @@ class Proxy:
                     record = link.held.pop(wire.response_correlation_id(payload), None)
                     if record is not None:
                         self._answered(link, record, payload)
-                if link.client_open:
+                if link.close_when_answered and not link.held:
+                    _close(client)   # a silenced connection whose rule was released: answered, now closed
+                if link.client_open and link.muted is None:
                     client.write(prefix)
                     client.write(payload)
                     if client.transport.get_write_buffer_size() > HIGH_WATER:
@@ -381,16 +483,19 @@ class Proxy:
             _close(client)   # the broker closed: so does the client's side, as a direct connection would
 
     def _answered(self, link: Link, record: Held, payload: bytes) -> None:
+        self._note_answer(record, payload, forwarded=link.client_open and link.muted is None)
+        if record.correlation_id == link.awaiting:
+            link.answered.set()
+
+    def _note_answer(self, record: Held, payload: bytes, forwarded: bool) -> None:
         record.response_ns = self.clock()
-        record.response_forwarded = link.client_open
+        record.response_forwarded = forwarded
         record.outcome = "answered"
         try:
             api = wire.api_keys()[record.api]
             record.response_error = wire.error_of(wire.decode_response(api, record.api_version, payload))
         except Exception as e:
             record.response_error = f"undecoded: {type(e).__name__}"
-        if record.correlation_id == link.awaiting:
-            link.answered.set()
 
     def _close_upstream(self, link: Link) -> None:
         if link.up_w is not None:
