@@ -54,6 +54,14 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               "then deliver them late on their own connection while new connections pass",
               ("request delay", "request delays"), "#c0ca33", stops_process=False, restarts=False,
               request_level=True),
+    FaultKind("drop-responses", "node", "deliver requests of chosen Kafka APIs from chosen clients to the broker "
+              "and drop its answers: the write takes effect, the client times out", ("dropped response",
+              "dropped responses"), "#f9a825", stops_process=False, restarts=False, request_level=True),
+    FaultKind("replay-requests", "node", "deliver a request of a chosen Kafka API to the broker again later, on a "
+              "new connection: a stale retry", ("replayed request", "replayed requests"), "#7cb342",
+              stops_process=False, restarts=False, request_level=True),
+    FaultKind("lossy-network", "node", "drop a fraction of the node's packets at random (iptables statistic)",
+              ("lossy network", "lossy networks"), "#26a69a", stops_process=False, restarts=False),
 )}
 UNKNOWN_FAULT_COLOUR = "#757575"
 

@@ -122,6 +122,16 @@ class Fault(ABC, Generic[Victim]):
         themselves in ``apply`` and have none."""
         return []
 
+    def healed(self) -> str:
+        """What healing found out, added to the heal line's detail (lossy-network: the packets it dropped)."""
+        return ""
+
+    def no_effect(self) -> str | None:
+        """Asked after it healed: why the last application turned out to change nothing (a request fault whose
+        window matched no request, a lossy path that dropped no packet), or None when it took effect. The
+        schedule then records it as skipped, with this reason, and the run does not count it as applied."""
+        return None
+
     def recover(self, nodes: list[Node]) -> None:
         """Bring stopped nodes back until they serve (shared by the faults that stop processes)."""
         try:

@@ -15,6 +15,9 @@ from [hold_s, hold_max_s]; unset: exactly hold_s), ``roles`` (comma-separated: p
 pipeline; ``all``: every client, the harness's own included),
 ``connections`` (existing: only connections open when the fault starts, so a retry on a new connection
 passes; all: new ones too), ``limit`` (at most this many requests matched per broker; null: no limit).
+
+:class:`RequestFault` is what every request-level fault shares (drop-responses and replay-requests are
+its other kinds); a window in which it matched no request is recorded as not having taken effect.
 """
 
 from __future__ import annotations
@@ -46,44 +49,50 @@ def _answered(h: HeldRequest) -> bool:
     return not (h.api == "Produce" and h.detail.get("acks") == 0)
 
 
-class DelayRequestsFault(Fault[Node]):
-    kind = "delay-requests"
-    options: ClassVar[Mapping[str, Any]] = {"apis": "EndTxn", "hold_s": 6.0, "hold_max_s": None,
-                                            "roles": "producer", "connections": "existing", "limit": None}
+class RequestFault(Fault[Node]):
+    """What the request-level faults share: a rule of the request path per target broker, for the chosen APIs
+    from the chosen roles' clients; healing stops the rules, waits until what they touched was delivered and
+    answered, and each request becomes a ``request`` line (``evidence``). A window in which the rules matched
+    no request changed nothing: ``no_effect`` says so, and the run counts it as not having taken effect."""
+
+    action: ClassVar[str]       # the request path's action (clusters/proxy/core.py ACTIONS)
+    timed: ClassVar[bool] = True   # it has hold_s and hold_max_s
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rules: list[str] = []
         self._held: list[HeldRequest] = []
+        self._nodes: list[str] = []
 
     @classmethod
     def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
         from clusters.proxy.wire import api_key
         settings = {**cls.options, **options}
         if target not in BROKER_TARGETS:
-            raise FaultError(f"delay-requests holds requests bound for brokers: target must be one of "
+            raise FaultError(f"{cls.kind} touches requests bound for brokers: target must be one of "
                              f"{', '.join(BROKER_TARGETS)}, not {target!r}")
         apis = _names(settings["apis"])
         if not apis:
-            raise FaultError("delay-requests: apis must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
+            raise FaultError(f"{cls.kind}: apis must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
         for name in apis:
             try:
                 api_key(str(name))
             except ValueError as e:
-                raise FaultError(f"delay-requests: {e}") from None
-        hold, hold_max = float(settings["hold_s"]), settings["hold_max_s"]
-        if hold <= 0 or (hold_max is not None and float(hold_max) < hold):
-            raise FaultError(f"delay-requests: need 0 < hold_s <= hold_max_s, not {hold} and {hold_max}")
+                raise FaultError(f"{cls.kind}: {e}") from None
+        if cls.timed:
+            hold, hold_max = float(settings["hold_s"]), settings["hold_max_s"]
+            if hold <= 0 or (hold_max is not None and float(hold_max) < hold):
+                raise FaultError(f"{cls.kind}: need 0 < hold_s <= hold_max_s, not {hold} and {hold_max}")
         roles = _names(settings["roles"])
         if roles != ["all"] and (not roles or not set(roles) <= set(ROLES)):
-            raise FaultError(f"delay-requests: roles must be a list of {', '.join(ROLES)}, comma-separated "
+            raise FaultError(f"{cls.kind}: roles must be a list of {', '.join(ROLES)}, comma-separated "
                              "(or all: every client)")
         if settings["connections"] not in ("existing", "all"):
-            raise FaultError("delay-requests: connections must be existing or all")
+            raise FaultError(f"{cls.kind}: connections must be existing or all")
         if settings["limit"] is not None and int(settings["limit"]) < 1:
-            raise FaultError("delay-requests: limit must be at least 1 (or null)")
+            raise FaultError(f"{cls.kind}: limit must be at least 1 (or null)")
         if not spec.request_path:
-            raise FaultError("delay-requests needs the cluster's request path (ClusterSpec.request_path)")
+            raise FaultError(f"{cls.kind} needs the cluster's request path (ClusterSpec.request_path)")
 
     def choose(self, target: str) -> list[Node]:
         return [n for n in super().choose(target) if n.role == "broker"]
@@ -96,40 +105,48 @@ class DelayRequestsFault(Fault[Node]):
         names = sorted({getattr(c, "base_name", c.name) for c in self.clients if c.role in roles})
         return [p for n in names for p in (f"kchaos-{n}", f"kchaos-{n}.*")]
 
+    def _longest_s(self) -> float:
+        """The longest a request is held (a copy kept) before it goes."""
+        if not self.timed:
+            return 0.0
+        return float(self.settings["hold_max_s"] or self.settings["hold_s"])
+
     def apply(self, nodes: list[Node]) -> str:
         path = self.cluster.request_path
         if path is None:
-            raise FaultError("delay-requests: this cluster has no request path")
+            raise FaultError(f"{self.kind}: this cluster has no request path")
         s = self.settings
         clients = self._client_ids()
         apis = _names(s["apis"])
         if clients == []:
-            raise FaultError(f"delay-requests: the workload has no {s['roles']} to hold requests of")
+            raise FaultError(f"{self.kind}: the workload has no {s['roles']} whose requests it could touch")
+        hold_s, hold_max_s = (float(s["hold_s"]), None if s["hold_max_s"] is None else float(s["hold_max_s"])) \
+            if self.timed else (0.0, None)
         try:
             for node in nodes:
-                self._rules.append(path.hold(apis, broker=node.node_id,
-                                             hold_s=float(s["hold_s"]),
-                                             hold_max_s=None if s["hold_max_s"] is None else float(s["hold_max_s"]),
+                self._rules.append(path.hold(apis, broker=node.node_id, hold_s=hold_s, hold_max_s=hold_max_s,
                                              clients=clients, connections=s["connections"], limit=s["limit"],
-                                             fault=self.kind, seed=self.rng.randrange(1 << 32)))
+                                             fault=self.kind, seed=self.rng.randrange(1 << 32),
+                                             action=self.action))
         except RequestPathError as e:
             raise FaultError(str(e)) from None
-        hold = f"{s['hold_s']} s" if s["hold_max_s"] is None else f"{s['hold_s']}-{s['hold_max_s']} s"
+        self._nodes = [n.name for n in nodes]
         who = "every client" if clients is None else "/".join(_names(s["roles"]))
         scope = "connections open now" if s["connections"] == "existing" else "every connection"
-        return (f"hold {', '.join(apis)} from {who} to {', '.join(n.name for n in nodes)} "
-                f"for {hold} on {scope}")
+        return self._describe(", ".join(apis), who, ", ".join(self._nodes), scope)
+
+    def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
+        raise NotImplementedError
 
     def heal(self, nodes: list[Node]) -> None:
-        """Stop holding; wait until what was held has gone to its broker (when due) and been answered."""
+        """Stop the rules; wait until what they touched has gone to its broker (when due) and been answered."""
         path = self.cluster.request_path
         if path is None or not self._rules:
             return
         try:
             for rule in self._rules:
                 path.release(rule)
-            longest = float(self.settings["hold_max_s"] or self.settings["hold_s"])
-            deadline = time.monotonic() + longest + ANSWER_GRACE_S
+            deadline = time.monotonic() + self._longest_s() + ANSWER_GRACE_S
             while True:
                 held = [h for h in path.held() if h.rule in self._rules]
                 waiting = [h for h in held if h.outcome == "held" or (h.outcome == "delivered" and _answered(h))]
@@ -139,12 +156,30 @@ class DelayRequestsFault(Fault[Node]):
         except RequestPathError as e:
             raise FaultError(str(e)) from None
         if any(h.outcome == "held" for h in held):
-            raise FaultError(f"delay-requests: {sum(h.outcome == 'held' for h in held)} held requests were never "
+            raise FaultError(f"{self.kind}: {sum(h.outcome == 'held' for h in held)} held requests were never "
                              "delivered")
         self._held = held
         matched = sum(h.cause == "matched" for h in held)
-        log.info("delay-requests held %d requests (%d more behind them)", matched, len(held) - matched)
+        log.info("%s touched %d requests (%d more behind them)", self.kind, matched, len(held) - matched)
 
     def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
-        """A ``request`` line for every request it held, times on the run's clock."""
+        """A ``request`` line for every request it touched, times on the run's clock."""
         return [h.event(origin_ns) for h in self._held]
+
+    def no_effect(self) -> str | None:
+        if not self._rules or any(h.cause == "matched" for h in self._held):
+            return None
+        return (f"{self.kind} matched no request in its window ({self.settings['apis']} from "
+                f"{self.settings['roles']} to {', '.join(self._nodes)})")
+
+
+class DelayRequestsFault(RequestFault):
+    kind = "delay-requests"
+    action = "delay"
+    options: ClassVar[Mapping[str, Any]] = {"apis": "EndTxn", "hold_s": 6.0, "hold_max_s": None,
+                                            "roles": "producer", "connections": "existing", "limit": None}
+
+    def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
+        s = self.settings
+        hold = f"{s['hold_s']} s" if s["hold_max_s"] is None else f"{s['hold_s']}-{s['hold_max_s']} s"
+        return f"hold {apis} from {who} to {nodes} for {hold} on {scope}"

@@ -6,13 +6,17 @@ from faults.base import Fault
 from faults.client_crash import ClientCrashFault
 from faults.delay_requests import DelayRequestsFault
 from faults.disk_full import DiskFullFault
+from faults.drop_responses import DropResponsesFault
 from faults.kill import KillFault
+from faults.lossy_network import LossyNetworkFault
 from faults.partition import PartitionFault
 from faults.pause import PauseFault
 from faults.power_loss import PowerLossFault
+from faults.replay_requests import ReplayRequestsFault
 from faults.slow_network import SlowNetworkFault
 
 FAULTS: dict[str, type[Fault]] = {
     f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault,
-                        ClientCrashFault, DelayRequestsFault)
+                        ClientCrashFault, DelayRequestsFault, DropResponsesFault, ReplayRequestsFault,
+                        LossyNetworkFault)
 }

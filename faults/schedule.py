@@ -7,7 +7,10 @@ the load, and ``stop()`` heals whatever is active. Every application and heal
 is one ``fault`` line in events.jsonl (``phase`` start / heal; ``targets``
 are node names, or client names as they were when the fault hit); an
 application that found no victim or nothing to do is one line with ``phase``
-skipped and the reason in ``detail``. A fault that
+skipped and the reason in ``detail``; so is an application that turned out,
+once healed, to have changed nothing (a request fault whose window matched
+no request: ``Fault.no_effect``), with the start_ns, end_ns and targets of
+its start and heal lines, which it voids. A fault that
 cannot be applied or healed stops the schedule; the run then heals and exits 2.
 """
 
@@ -180,9 +183,21 @@ class Nemesis:
         active = self.active[-1]
         active.fault.heal(active.victims)
         self.active.pop()
-        self._record(active, "heal", self.history.clock.now_ns())
+        healed = active.fault.healed()
+        if healed:
+            active.detail = f"{active.detail}; {healed}" if active.detail else healed
+        end_ns = self.history.clock.now_ns()
+        self._record(active, "heal", end_ns)
         for request in active.fault.evidence(self.history.clock.origin_ns):
             self.history.event("request", **request)
+        reason = active.fault.no_effect()
+        if reason is not None:   # it was on, and changed nothing: not applied after all
+            log.info("%s on %s took no effect: %s", active.plan.kind, active.plan.target, reason)
+            self.applied -= 1
+            self.skipped += 1
+            self.history.event("fault", fault=active.plan.kind, phase="skipped", target=active.plan.target,
+                               options=dict(active.plan.options), targets=active.names, start_ns=active.start_ns,
+                               end_ns=end_ns, detail=reason, time_ns=self.history.clock.now_ns())
 
     def _heal_active(self) -> None:
         """Heal every active fault, innermost first."""

@@ -220,11 +220,15 @@ class FaultWindows:
         self._windows: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def add(self, e: dict[str, Any]) -> None:
-        """One fault line; a skipped fault never took effect and has no window."""
-        if e.get("kind") != "fault" or e.get("phase") == "skipped":
+        """One fault line; a skipped fault never took effect and has no window, and a skipped line naming an
+        application's start (a request fault whose window matched nothing: faults/schedule.py) voids its window."""
+        if e.get("kind") != "fault":
             return
         t, targets = e.get("time_ns"), e.get("targets") or []
         key = (e.get("fault"), e.get("target"), tuple(targets), e.get("start_ns"))
+        if e.get("phase") == "skipped":
+            self._windows.pop(key, None)
+            return
         w = self._windows.setdefault(key, {"fault": e.get("fault"), "target": e.get("target"),
                                            "targets": list(targets), "detail": e.get("detail"),
                                            "start_ns": e.get("start_ns") if e.get("start_ns") is not None else t,
