@@ -147,7 +147,8 @@ class Trial:
                 return None
             return {"size": txns.size, "abort_probability": txns.abort_probability, "timeout_ms": txns.timeout_ms,
                     "commit_timeout_s": txns.commit_timeout_s, "transactional_id": f"{transactional_prefix}-{name}",
-                    "partitions": scenario.topic.partitions, "seed": scenario.seed}
+                    "partitions": scenario.topic.partitions, "seed": scenario.seed,
+                    "on_commit_error": txns.on_commit_error}
 
         pipeline = w.pipeline
         version = scenario.cluster.kafka_version  # a Java client is kafka-clients of the cluster's version
@@ -166,8 +167,8 @@ class Trial:
             pipelines=[] if pipeline is None else [
                 PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
                                f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
-                               transaction_timeout_ms=txns.timeout_ms if txns is not None else 60_000,
-                               commit_timeout_s=txns.commit_timeout_s if txns is not None else 10,
+                               transaction_timeout_ms=w.pipeline_timeout_ms,
+                               commit_timeout_s=w.pipeline_commit_timeout_s, on_commit_error=pipeline.on_commit_error,
                                processing_ms=pipeline.processing_ms, producer_config=dict(w.pipeline_producer_config),
                                consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
                                kafka_version=version)
