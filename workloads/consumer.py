@@ -475,8 +475,8 @@ class ReaderClient(ClientProcess):
         self.on_identity = lambda name, identity: record_identity(history, name, self.role, identity)
         self.positions: dict[int, int] = {}
         self._exit: str | None = None
-        self._read = read_line(self.name, None, "final", topic, isolation, b"%s")
-        self._read_from = read_line(self.name, None, "final", topic, isolation, b"%s", source=True)
+        self._final_line = read_line(self.name, None, "final", topic, isolation, b"%s")
+        self._final_line_from = read_line(self.name, None, "final", topic, isolation, b"%s", source=True)
 
     def spec(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "partitions": self.partitions,
@@ -510,7 +510,7 @@ class ReaderClient(ClientProcess):
                 partition, offset, producer, seq, time_ns = processed_fields(line)
                 fields = (partition, offset, b"null" if producer == b"-" else json_line(producer.decode()),
                           as_json_int(seq), time_ns, *source)
-                out.append((self._read_from if source else self._read) % fields)
+                out.append((self._final_line_from if source else self._final_line) % fields)
             elif tag == b"F ":
                 _, partition, position = line.split(b" ")
                 self.positions[int(partition)] = int(position)
