@@ -299,11 +299,12 @@ def test_the_proxy_process_is_driven_through_its_handle(tmp_path: Path) -> None:
 def test_a_dropped_answer_leaves_the_request_delivered_and_the_connection_silent_until_released() -> None:
     async def test(proxy: Proxy, broker: FakeBroker) -> None:
         c = await Client.connect(proxy.ports[1])
-        c.send(metadata_request(1))
-        assert await c.answer() == 1
+        await until(lambda: proxy.links)
         proxy.hold("r1", ["EndTxn"], broker=1, hold_s=0, action="drop-response", fault="drop-responses")
+        c.send(metadata_request(1))   # in flight when the EndTxn goes: its answer still comes back
         c.send(end_txn(2))
         c.send(metadata_request(3))   # behind the lost answer: the connection is silent, it never goes
+        assert await c.answer() == 1
         await until(lambda: len(proxy.records) == 2 and proxy.records[0].outcome == "answered")
         with pytest.raises(asyncio.TimeoutError):
             await c.answer(0.3)

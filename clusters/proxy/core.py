@@ -462,18 +462,19 @@ class Proxy:
                 payload = await reader.readexactly(wire.frame_length(prefix))
                 link.responses += 1
                 self.totals["responses"] += 1
-                if link.held:
-                    record = link.held.pop(wire.response_correlation_id(payload), None)
-                    if record is not None:
-                        self._answered(link, record, payload)
-                if link.close_when_answered and not link.held:
-                    _close(client)   # a silenced connection whose rule was released: answered, now closed
-                if link.client_open and link.muted is None:
+                record = link.held.pop(wire.response_correlation_id(payload), None) if link.held else None
+                if record is not None:
+                    self._answered(link, record, payload)
+                # answers to requests sent before the dropped one still pass (Kafka answers in order, and
+                # nothing after it was delivered): only the dropped answer is withheld
+                if link.client_open and (record is None or record.action != ACTIONS["drop-response"]):
                     client.write(prefix)
                     client.write(payload)
                     if client.transport.get_write_buffer_size() > HIGH_WATER:
                         with contextlib.suppress(ConnectionError):
                             await client.drain()
+                if link.close_when_answered and not link.held:
+                    _close(client)   # a silenced connection whose rule was released: answered, now closed
         except (asyncio.IncompleteReadError, ConnectionError, wire.WireError):
             pass
         finally:
@@ -483,7 +484,7 @@ class Proxy:
             _close(client)   # the broker closed: so does the client's side, as a direct connection would
 
     def _answered(self, link: Link, record: Held, payload: bytes) -> None:
-        self._note_answer(record, payload, forwarded=link.client_open and link.muted is None)
+        self._note_answer(record, payload, forwarded=link.client_open and record.action != ACTIONS["drop-response"])
         if record.correlation_id == link.awaiting:
             link.answered.set()
 
