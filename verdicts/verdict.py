@@ -80,6 +80,8 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None, hanging: int | None
     return record
 
 
+NOT_ASKED = ("Kafka's kafka-transactions.sh was not asked (the run did not reach its end, or was made before kchaos "
+             "asked it)")
 # transaction states of ``kafka-transactions.sh list`` that hold no open transaction
 ENDED_STATES = ("Empty", "CompleteCommit", "CompleteAbort", "Dead")
 
@@ -93,8 +95,7 @@ def second_opinion(asked: dict[str, Any] | None, hanging: int | None) -> dict[st
     out: dict[str, Any] = {"kchaos_hanging_transaction": hanging, "kafka_hanging_partitions": None, "agree": None,
                            "brokers": [], "hanging": [], "open_transactions": None, "list_error": None}
     if asked is None:
-        out["summary"] = ("Kafka's kafka-transactions.sh was not asked (the run did not reach its end, or was made "
-                          "before kchaos asked it)")
+        out["summary"] = NOT_ASKED
         return out
     out.update(tool=asked.get("tool"), max_transaction_timeout_min=asked.get("max_transaction_timeout_min"),
                list_error=asked.get("list_error"))
@@ -157,7 +158,9 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     except HistoryError as e:
         notes.append(f"no causal chains: {e}")
     kafka_view = record.get("kafka_transactions")
-    if kafka_view is not None and not kafka_view.get("agree"):  # a disagreement, or no answer, is said, not hidden
+    # a disagreement, or a question no broker answered, is said, not hidden; a history from before kchaos asked
+    # (or from another tool) has only the record's own summary
+    if kafka_view is not None and not kafka_view.get("agree") and kafka_view["summary"] != NOT_ASKED:
         notes.append(kafka_view["summary"])
     assessment = assess((scenario or {}).get("expect"), compose_results(checked, record, explained, notes=notes),
                         scenario)
