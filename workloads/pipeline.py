@@ -50,7 +50,7 @@ from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
 from workloads.producer import (SEND_PLACEHOLDERS, STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity,
-                                outcome, producer_settings, rdkafka_error_kind, txn_json)
+                                call_end, outcome, producer_settings, rdkafka_error_kind, txn_json)
 from workloads.protocol import (BATCH_DONE, ProtocolError, TxnBegun, as_json_int, completed, completed_fields, joined,
                                 joined_fields, parse, polled, processed, txn_begun, txn_outcome, txn_requested)
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, TxnEnd
@@ -276,15 +276,8 @@ class PipelineLoop:
         started = time.monotonic()
         end = TxnEnd(self.on_commit_error, "commit")
         while True:
-            left = self.commit_timeout_s if self.on_commit_error != "replace" else \
-                self.commit_timeout_s - (time.monotonic() - started)
             try:
-                if left <= 0:  # replace: out of time before the call
-                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no time left", retriable=True))
-                if end.calling == "abort":
-                    self.producer.abort_transaction(left)
-                else:
-                    self.producer.commit_transaction(left)
+                call_end(self.producer, end, self.commit_timeout_s, started)
             except KafkaException as e:
                 error: KafkaError = e.args[0]
                 kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)

@@ -110,6 +110,19 @@ def rdkafka_error_kind(error: KafkaError, calling: Call, choosing_abort: bool) -
     return "retriable" if error.retriable() else "other"
 
 
+def call_end(producer: Any, end: TxnEnd, commit_timeout_s: float, started: float) -> None:
+    """The commit or abort ``end`` asks for now, given the time its policy allows: ``commit_timeout_s`` a call
+    under retry and abort, what is left of it since ``started`` under replace (none left: the time-out the
+    client would have raised). The client's KafkaException propagates for the caller to classify."""
+    left = commit_timeout_s if end.policy != "replace" else commit_timeout_s - (time.monotonic() - started)
+    if left <= 0:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no time left", retriable=True))
+    if end.calling == "abort":
+        producer.abort_transaction(left)
+    else:
+        producer.commit_transaction(left)
+
+
 @dataclass
 class SendCounts:
     ok: int = 0
@@ -347,15 +360,8 @@ class TransactionalLoop(ProduceLoop):
         started = time.monotonic()
         end = TxnEnd(self.on_commit_error, "abort" if intent == "abort" else "commit")
         while True:
-            elapsed = time.monotonic() - started
-            left = self.commit_timeout_s if self.on_commit_error != "replace" else self.commit_timeout_s - elapsed
             try:
-                if left <= 0:  # replace: out of time before the call
-                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no time left", retriable=True))
-                if end.calling == "abort":
-                    self.producer.abort_transaction(left)
-                else:
-                    self.producer.commit_transaction(left)
+                call_end(self.producer, end, self.commit_timeout_s, started)
             except KafkaException as e:
                 error: KafkaError = e.args[0]
                 kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
