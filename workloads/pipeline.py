@@ -50,7 +50,7 @@ from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
 from workloads.pending import OpenTxn
 from workloads.producer import (SEND_PLACEHOLDERS, STOP_MARGIN_S, ProducerClient, librdkafka_producer_identity,
-                                call_end, outcome, producer_settings, rdkafka_error_kind, txn_json)
+                                end_transaction, outcome, producer_settings, txn_json)
 from workloads.protocol import (BATCH_DONE, ProtocolError, TxnBegun, as_json_int, completed, completed_fields, joined,
                                 joined_fields, parse, polled, processed, txn_begun, txn_outcome, txn_requested)
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, TxnEnd
@@ -275,25 +275,18 @@ class PipelineLoop:
         commit); a fatal exit with the outcome unknown otherwise."""
         started = time.monotonic()
         end = TxnEnd(self.on_commit_error, "commit")
-        while True:
-            try:
-                call_end(self.producer, end, self.commit_timeout_s, started)
-            except KafkaException as e:
-                error: KafkaError = e.args[0]
-                kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
-                if end.failed(kind, error.name(), time.monotonic() - started >= self.commit_timeout_s):
-                    if kind == "retriable":  # replace: committed or not, nobody knows; only a new producer goes on
-                        raise self._unknown(f"{end.calling} did not complete within {self.commit_timeout_s:g}s "
-                                            f"({end.why or error.name()})") from None
-                    raise self._unknown(error.name(), fatal(e)) from None
-                self.producer.poll(0.1)
-                self._report()
-                continue
-            self._report()
-            committed = end.calling == "commit"
-            self.out.send([txn_outcome(self.txn, "committed" if committed else "aborted", self.clock.now_ns(),
-                                       end.why)])
-            return committed
+        failure = end_transaction(self.producer, end, self.commit_timeout_s, started, self._report)
+        if failure is not None:
+            kind, e = failure
+            if kind == "retriable":  # replace: committed or not, nobody knows; only a new producer goes on
+                raise self._unknown(f"{end.calling} did not complete within {self.commit_timeout_s:g}s "
+                                    f"({end.why or e.args[0].name()})") from None
+            raise self._unknown(e.args[0].name(), fatal(e)) from None
+        self._report()
+        committed = end.calling == "commit"
+        self.out.send([txn_outcome(self.txn, "committed" if committed else "aborted", self.clock.now_ns(),
+                                   end.why)])
+        return committed
 
     def _abort(self, why: str) -> None:
         """Abort the open transaction: ``O aborted`` (``why`` as its error), or a fatal exit when it won't."""

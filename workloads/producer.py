@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +122,24 @@ def call_end(producer: Any, end: TxnEnd, commit_timeout_s: float, started: float
         producer.abort_transaction(left)
     else:
         producer.commit_transaction(left)
+
+
+def end_transaction(producer: Any, end: TxnEnd, commit_timeout_s: float, started: float,
+                    between: Callable[[], None]) -> tuple[ErrorKind, KafkaException] | None:
+    """Commit or abort calls until the client ends the transaction (None: ``end.calling`` says committed or
+    aborted) or ``end`` gives up: then the last error's kind and the exception. ``between`` runs after each
+    failed call (the deliveries served meanwhile)."""
+    while True:
+        try:
+            call_end(producer, end, commit_timeout_s, started)
+            return None
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
+            if end.failed(kind, error.name(), time.monotonic() - started >= commit_timeout_s):
+                return kind, e
+        producer.poll(0.1)
+        between()
 
 
 @dataclass
@@ -359,28 +378,22 @@ class TransactionalLoop(ProduceLoop):
         """
         started = time.monotonic()
         end = TxnEnd(self.on_commit_error, "abort" if intent == "abort" else "commit")
-        while True:
-            try:
-                call_end(self.producer, end, self.commit_timeout_s, started)
-            except KafkaException as e:
-                error: KafkaError = e.args[0]
-                kind = rdkafka_error_kind(error, end.calling, end.choosing_abort)
-                if end.failed(kind, error.name(), time.monotonic() - started >= self.commit_timeout_s):
-                    if kind == "retriable":  # replace, out of time: the transaction is still in the client's hands
-                        self._end_report(txn, "unknown", f"{end.calling} did not complete within "
-                                                         f"{self.commit_timeout_s:g}s ({end.why or '_TIMED_OUT'})")
-                        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"transaction {txn} did not end "
-                                                        f"within {self.commit_timeout_s:g}s", fatal=True)) from None
-                    self._end_report(txn, "unknown", error.name())
-                    if error.fatal():
-                        raise
-                    # e.g. a state error: this client cannot be trusted with another transaction
-                    raise KafkaException(KafkaError(error.code(), error.str(), fatal=True)) from None
-                self.producer.poll(0.1)
-                self._report()
-                continue
+        failure = end_transaction(self.producer, end, self.commit_timeout_s, started, self._report)
+        if failure is None:
             self._end_report(txn, "aborted" if end.calling == "abort" else "committed", end.why)
             return
+        kind, e = failure
+        error: KafkaError = e.args[0]
+        if kind == "retriable":  # replace, out of time: the transaction is still in the client's hands
+            self._end_report(txn, "unknown", f"{end.calling} did not complete within "
+                                             f"{self.commit_timeout_s:g}s ({end.why or '_TIMED_OUT'})")
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"transaction {txn} did not end "
+                                            f"within {self.commit_timeout_s:g}s", fatal=True)) from None
+        self._end_report(txn, "unknown", error.name())
+        if error.fatal():
+            raise e
+        # e.g. a state error: this client cannot be trusted with another transaction
+        raise KafkaException(KafkaError(error.code(), error.str(), fatal=True)) from None
 
     def _end_report(self, txn: int, outcome: str, error: str | None) -> None:
         """Deliveries served so far, then the outcome, in one write."""
