@@ -27,6 +27,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import docker
@@ -63,6 +65,23 @@ def recipe_digest(*parts: bytes) -> str:
         h.update(part)
         h.update(b"\0")
     return h.hexdigest()[:12]
+
+
+@contextmanager
+def filled_in_place(target: Path, prefix: str = "build-") -> Iterator[Path]:
+    """A scratch folder beside ``target`` to fill, renamed to ``target`` when the block ends without an error and
+    removed either way: two harnesses filling one cache folder at once never see it half filled (the one that
+    finishes second keeps the first one's, which is as good)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    try:
+        yield scratch
+        try:
+            scratch.rename(target)
+        except OSError:  # another harness finished first
+            pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _base_packages() -> list[str]:
@@ -200,18 +219,11 @@ def kafka_jars(version: str) -> Path:
     if shutil.which("mvn") is None:
         raise ClusterError("mvn is not installed: run `make setup`")
     log.info("resolving Kafka %s jars with Maven", version)
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     logging_profile = ["-Dkafka.log4j2"] if uses_log4j2(version) else []
-    try:
+    with filled_in_place(libs, prefix="libs-") as scratch:
         _run(["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}", *logging_profile,
               "dependency:copy-dependencies", f"-DoutputDirectory={scratch}"],
              f"resolving Kafka {version} from Maven Central")
-        scratch.rename(libs)
-    except OSError:  # another harness finished first: its folder is as good
-        pass
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return libs
 
 

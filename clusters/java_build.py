@@ -17,10 +17,9 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from clusters.image import CACHE_DIR, recipe_digest
+from clusters.image import CACHE_DIR, filled_in_place, recipe_digest
 
 log = logging.getLogger(__name__)
 
@@ -73,21 +72,13 @@ def ensure_built(kafka_version: str) -> Path:
     if shutil.which("mvn") is None or shutil.which("javac") is None:
         raise JavaBuildError("the Java workload needs mvn and javac: run `make setup`")
     log.info("building the Java workload against kafka-clients %s", kafka_version)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
-    try:
+    with filled_in_place(target) as scratch:
         _run(["mvn", "-q", "-B", "-f", str(POM), f"-Dkafka.version={kafka_version}",
               "dependency:copy-dependencies", f"-DoutputDirectory={scratch / 'libs'}"],
              f"resolving kafka-clients {kafka_version} from Maven Central")
         _run(["javac", "--release", "17", "-encoding", "UTF-8", "-nowarn", "-cp", f"{scratch / 'libs'}/*",
               "-d", str(scratch / "classes"), *map(str, source_files())],
              f"compiling the Java workload against kafka-clients {kafka_version}")
-        try:
-            scratch.rename(target)
-        except OSError:  # another harness finished first: its build is as good
-            pass
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
