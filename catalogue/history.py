@@ -35,7 +35,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # last_stable_offset: only the read_committed read-back's
     "final-read": ("topic", "partition", "high_watermark", "complete", "time_ns", "isolation", "last_stable_offset"),
     "stable": ("topic", "partition", "high_watermark", "last_stable_offset", "time_ns"),
-    # a workload process's has process and settings; the harness's own (role harness) its Python binding
+    # a workload process's has process and settings (a librdkafka one its binding too, from its K line); the
+    # harness's own (role harness) its Python binding
     "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
     # a request a request-level fault held, dropped or replayed, written after the fault healed
@@ -64,5 +65,6 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "E": (),
 }
 LINE_NULL = "-"
-# fields a line may carry after its own: the Java read-back's R names the input of a pipeline's output
-LINE_OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {"R": ("from_producer", "from_seq")}
+# fields a line may carry after its own: the Java read-back's R names the input of a pipeline's output; a Python
+# process's K the binding that runs its librdkafka (one word, confluent-kafka/<version>)
+LINE_OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {"R": ("from_producer", "from_seq"), "K": ("binding",)}

@@ -37,6 +37,7 @@ from rundir.layout import RunDir
 from rundir.phases import PhaseTimer
 from rundir.replica_batches import write_replica_batches
 from workloads.client import WorkloadError
+from workloads.confluent_release import ClientReleaseError, ensure_env
 from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, StableObserver, record_committed
@@ -67,6 +68,7 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
     """Run the trial and leave a complete run directory (results are checked by the caller); ``timer`` gets
     each phase's wall seconds; ``on_settled(history_dir)`` is called once the healed cluster is in sync again,
     while the run settles (the check's session starts there: spark_analysis/warm.py)."""
+    prepare_client_releases(scenario)
     run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
     write_scenario(run, scenario, clock)
@@ -95,6 +97,17 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
             progress.phase("parsing the node logs")
             parse_node_logs(run)
     return RunOutcome(run.path, error)
+
+
+def prepare_client_releases(scenario: Scenario) -> None:
+    """The environment of each confluent-kafka release the scenario pins (workload.client_version), built before
+    the run directory and the cluster: a release pip cannot install is one line (exit 2) that started and recorded
+    nothing."""
+    for version in scenario.workload.pinned_releases:
+        try:
+            ensure_env(version)
+        except ClientReleaseError as e:
+            raise HarnessError(str(e)) from None
 
 
 def read_replica_disks(run: RunDir, cluster: Cluster, topics: list[str]) -> None:
@@ -157,12 +170,14 @@ class Trial:
                                       history.clock, w.producers.rate, w.producers.message_bytes,
                                       transactions=transactions(f"p{i}"),
                                       txns=history.txns if txns is not None else None,
-                                      client=w.producer_client, kafka_version=version)
+                                      client=w.producer_client, kafka_version=version,
+                                      client_version=w.producer_client_version)
                        for i in range(w.producers.count)],
             consumers=[ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
                                       dict(w.consumer_config), history.reads, history.clock,
                                       w.consumers.processing_ms, isolation=w.consumer_isolation,
-                                      client=w.consumer_client, kafka_version=version)
+                                      client=w.consumer_client, kafka_version=version,
+                                      client_version=w.consumer_client_version)
                        for i in range(w.consumers.count)],
             pipelines=[] if pipeline is None else [
                 PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
@@ -171,7 +186,7 @@ class Trial:
                                commit_timeout_s=w.pipeline_commit_timeout_s, on_commit_error=pipeline.on_commit_error,
                                processing_ms=pipeline.processing_ms, producer_config=dict(w.pipeline_producer_config),
                                consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
-                               kafka_version=version)
+                               kafka_version=version, client_version=w.pipeline_client_version)
                 for i in range(pipeline.count)])
         for client in self.workload.clients:
             client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,

@@ -10,10 +10,10 @@ the path is one Kafka setting (``workload.producers.config.enable.idempotence=tr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from catalogue.exits import HarnessError
 from clusters.config_names import config_names
@@ -25,6 +25,7 @@ from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
 from workloads.client import LIBRARIES, Library
+from workloads.confluent_release import is_release
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
 from verdicts.expect import EXPECTABLE, EXPECTATION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
@@ -37,6 +38,27 @@ ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client
 LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
                        "added to config")
 JAVA_CONFIG = Field({}, description="settings only a Java client gets (e.g. buffer.memory), added to config")
+
+
+def written_as_release(value: Any) -> Any:
+    """A client_version is a confluent-kafka release's number (whether PyPI has it, pip says before the cluster
+    starts); YAML reads an unquoted 2.5 as a number, which is refused as the text it was."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and not is_release(value):
+        raise ValueError(f"{value!r} is not a confluent-kafka release (e.g. 2.5.0)")
+    return value
+
+
+Release = Annotated[str, BeforeValidator(written_as_release)]
+CLIENT_VERSION = Field(None, description="the confluent-kafka release from PyPI (e.g. 2.5.0, with the librdkafka "
+                       "its wheel bundles) that the roles on workload.client run when it is librdkafka, in an "
+                       "environment of its own under .cache/clients, built before the cluster starts; null: the "
+                       "locked release of .venv. The harness's own clients (admin, observer) and the final "
+                       "read-back stay on the locked release. librdkafka only: a Java client runs kafka-clients of "
+                       "cluster.kafka_version")
+ROLE_CLIENT_VERSION = Field(None, description="this role's confluent-kafka release, as workload.client_version; null: "
+                            "workload.client_version if the role runs workload.client, else the locked release")
 
 
 class Strict(BaseModel):
@@ -66,6 +88,7 @@ class ProducersModel(Strict):
     rate: float | None = Field(None, gt=0, description="messages per second per producer; null: unbounded")
     message_bytes: int = Field(100, ge=16, le=1_000_000)
     client: Client | None = ROLE_CLIENT
+    client_version: Release | None = ROLE_CLIENT_VERSION
     config: dict[str, Scalar] = {}
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
     java_config: dict[str, Scalar] = JAVA_CONFIG
@@ -90,6 +113,7 @@ class ConsumersModel(Strict):
         None, description="isolation.level; null: read_committed when transactions or a pipeline run, else the "
         "client's default")
     client: Client | None = ROLE_CLIENT
+    client_version: Release | None = ROLE_CLIENT_VERSION
     config: dict[str, Scalar] = {}
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
     java_config: dict[str, Scalar] = JAVA_CONFIG
@@ -117,6 +141,7 @@ class PipelineModel(Strict):
     processing_ms: float = Field(0, ge=0, le=600_000, description="time each transaction stays open with its "
                                  "outputs written before it commits (where a crash lands)")
     client: Client | None = ROLE_CLIENT
+    client_version: Release | None = ROLE_CLIENT_VERSION
     config: dict[str, Scalar] = Field({}, description="settings of the pipeline's input consumer, e.g. "
                                       "session.timeout.ms: how soon a crashed instance's partitions move")
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
@@ -133,6 +158,7 @@ class WorkloadModel(Strict):
     client: Client = Field("librdkafka", description="the Kafka client of every role that names none, and of the "
                            "final read-back: librdkafka (confluent-kafka) or java (kafka-clients of "
                            "cluster.kafka_version)")
+    client_version: Release | None = CLIENT_VERSION
     producers: ProducersModel = ProducersModel()
     consumers: ConsumersModel = ConsumersModel()
     transactions: TransactionsModel | None = None
@@ -154,6 +180,33 @@ class WorkloadModel(Strict):
     @property
     def pipeline_client(self) -> Client:
         return (self.pipeline.client if self.pipeline is not None else None) or self.client
+
+    @property
+    def producer_client_version(self) -> str | None:
+        """The confluent-kafka release the producers run (None: the locked one, or a Java client)."""
+        return self.role_client_version(self.producers.client_version, self.producer_client)
+
+    @property
+    def consumer_client_version(self) -> str | None:
+        return self.role_client_version(self.consumers.client_version, self.consumer_client)
+
+    @property
+    def pipeline_client_version(self) -> str | None:
+        return self.role_client_version(self.pipeline.client_version if self.pipeline is not None else None,
+                                        self.pipeline_client)
+
+    def role_client_version(self, own: str | None, client: Client) -> str | None:
+        """A role's release: its own pin, else workload.client_version when it runs workload.client (a version
+        belongs to a client kind: a librdkafka role among Java ones runs the locked release)."""
+        return own if own is not None else self.client_version if client == self.client else None
+
+    @property
+    def pinned_releases(self) -> list[str]:
+        """Every confluent-kafka release some role runs other than the locked one, each once, in role order."""
+        roles = [(self.producer_client, self.producer_client_version),
+                 (self.consumer_client, self.consumer_client_version if self.consumers.count else None),
+                 (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None)]
+        return list(dict.fromkeys(v for client, v in roles if client == "librdkafka" and v is not None))
 
     @property
     def producer_config(self) -> dict[str, Scalar]:
@@ -343,9 +396,24 @@ class Scenario(Strict):
         except ClusterError as e:
             raise ValueError(str(e)) from None
         self._faults_can_act()
+        self._client_versions_possible()
         self._transactions_possible()
         self._kafka_settings_exist()
         return self
+
+    def _client_versions_possible(self) -> None:
+        """A client_version pins a confluent-kafka release: it belongs to librdkafka roles only."""
+        w = self.workload
+        pins = [("workload", w.client, w.client_version), ("workload.producers", w.producer_client,
+                                                          w.producers.client_version),
+                ("workload.consumers", w.consumer_client, w.consumers.client_version)]
+        if w.pipeline is not None:
+            pins.append(("workload.pipeline", w.pipeline_client, w.pipeline.client_version))
+        for where, client, version in pins:
+            if client == "java" and version is not None:
+                raise ValueError(f"{where}.client_version: pins a confluent-kafka release, but the client there is "
+                                 "java, which runs kafka-clients of cluster.kafka_version (pinning its release is not "
+                                 "in kchaos yet)")
 
     def _transactions_possible(self) -> None:
         """Transactions need an idempotent producer and a timeout the brokers accept; the harness names them."""

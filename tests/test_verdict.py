@@ -113,16 +113,20 @@ def test_results_and_report_say_which_client_each_role_ran(tmp_path: Path,
                        "settings": java, "time_ns": 6},
                       {"kind": "client", "client": "java", "version": "3.9.2", "process": "p0.1", "role": "producer",
                        "settings": java, "time_ns": 7},
-                      {"kind": "client", "client": "librdkafka", "version": "2.16.0", "process": "c0",
-                       "role": "consumer", "settings": {"isolation.level": "read_committed"}, "time_ns": 8}):
+                      {"kind": "client", "client": "librdkafka", "version": "2.5.0", "binding": "confluent-kafka 2.5.0",
+                       "process": "c0", "role": "consumer", "settings": {"isolation.level": "read_committed"},
+                       "time_ns": 8}):
             events.write(json.dumps(event) + "\n")
     assert check(run, capsys)[0] == 0
     results = json.loads((run / "results.json").read_text())
     assert results["clients"] == {
         "producer": {"client": "java", "version": "3.9.2", "settings": java},
-        "consumer": {"client": "librdkafka", "version": "2.16.0", "settings": {"isolation.level": "read_committed"}}}
+        "consumer": {"client": "librdkafka", "version": "2.5.0", "settings": {"isolation.level": "read_committed"},
+                     "binding": "confluent-kafka 2.5.0"}}
+    assert results["librdkafka_version"] == "2.16.0"  # the harness's own (a pinned workload.client_version aside)
     report = (run / "report.html").read_text()
     assert "producer client" in report and "java 3.9.2 (acks=all, enable.idempotence=true" in report
+    assert "librdkafka 2.5.0 through confluent-kafka 2.5.0 (isolation.level=read_committed)" in report
 
 
 @pytest.mark.parametrize("change, said", [

@@ -30,7 +30,9 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None, hanging: int | None
     """What results.json says about the run besides the checker's counts: versions, times, the faults' fate.
 
     Read from scenario.yaml and events.jsonl (fault, client and final-read lines); ``clients`` says which
-    client library and version each role (producer, consumer, pipeline, reader) ran, with its settings.
+    client library and version each role (producer, consumer, pipeline, reader) ran, with its settings and,
+    for a librdkafka role whose processes said it, the confluent-kafka ``binding`` (a pinned
+    workload.client_version shows here; ``librdkafka_version`` is the harness's own, which stays on .venv's).
     A transactional run's record also has ``kafka_transactions``: what Kafka's own tool said before teardown
     (history/kafka-transactions.json) beside the checker's ``hanging`` count (second_opinion).
     """
@@ -45,7 +47,8 @@ def run_record(run: RunDir, scenario: dict[str, Any] | None, hanging: int | None
     for e in events:
         role = e.get("role")
         if e["kind"] == "client" and isinstance(role, str) and role != "harness" and role not in clients:
-            clients[role] = {"client": e.get("client"), "version": e.get("version"), "settings": e.get("settings")}
+            clients[role] = {"client": e.get("client"), "version": e.get("version"), "settings": e.get("settings"),
+                             **({"binding": e["binding"]} if e.get("binding") else {})}
     started = (scenario or {}).get("started_at")
     last_ns = max((e["time_ns"] for e in events if isinstance(e.get("time_ns"), int)), default=None)
     ended = None

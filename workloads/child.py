@@ -20,10 +20,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException, libversion
+from confluent_kafka import KafkaException, libversion, version
 
 from workloads.history import RDKAFKA_LOG, RunClock
-from workloads.protocol import END, STOP, encode_lines, hello, identity
+from workloads.protocol import END, STOP, encode_lines, hello, identity, with_binding
 
 EXIT_HARNESS_GONE = 3
 # the Kafka client hit a fatal error (e.g. an idempotent producer whose sequence
@@ -99,5 +99,7 @@ def child_main(work: Callable[[dict[str, Any], RunClock, threading.Event, LineOu
 
 
 def say_hello(out: LineOut, settings: dict[str, Any]) -> None:
-    """``H`` (the client is up), then ``K``: librdkafka's version and the ``settings`` this process runs with."""
-    out.send([hello(os.getpid()), identity("librdkafka", libversion()[0], settings)])
+    """``H`` (the client is up), then ``K``: librdkafka's version, the ``settings`` this process runs with and
+    the confluent-kafka release it imported (the scenario may pin one: workload.client_version)."""
+    out.send([hello(os.getpid()), with_binding(identity("librdkafka", libversion()[0], settings), "confluent-kafka",
+                                               version()[0])])

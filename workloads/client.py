@@ -44,24 +44,31 @@ LIBRARIES: tuple[Library, ...] = ("librdkafka", "java")
 
 @dataclass(frozen=True)
 class ClientIdentity:
-    """What a workload process said it is (its ``K`` line): the client library, its version, and the
-    durability settings it really runs with (the library's defaults filled in, as strings)."""
+    """What a workload process said it is (its ``K`` line): the client library, its version, the
+    durability settings it really runs with (the library's defaults filled in, as strings), and the binding
+    that ran the library (``confluent-kafka 2.5.0``; None: a Java process, which is its library)."""
 
     library: str
     version: str
     settings: dict[str, str]
+    binding: str | None = None
 
     @classmethod
     def from_line(cls, line: bytes) -> ClientIdentity:
-        """``K <library> <version> <settings as one JSON object>``."""
+        """``K <library> <version> <settings as one JSON object> [<binding name>/<version>]``: the settings may
+        hold spaces, the binding never does and never ends as the object does."""
         parts = line.split(b" ", 3)
+        rest, binding = parts[-1], None
+        if len(parts) == 4 and not rest.endswith(b"}") and b" " in rest:
+            rest, binding = rest.rsplit(b" ", 1)
         try:
-            settings = json.loads(parts[3])
-        except (IndexError, ValueError):
+            settings = json.loads(rest)
+        except ValueError:
             settings = None
         if len(parts) != 4 or not isinstance(settings, dict):
             raise ProtocolError(f"not a workload protocol line: {line[:80]!r}")
-        return cls(parts[1].decode(), parts[2].decode(), {str(k): str(v) for k, v in settings.items()})
+        return cls(parts[1].decode(), parts[2].decode(), {str(k): str(v) for k, v in settings.items()},
+                   None if binding is None else binding.decode().replace("/", " ", 1))
 
 
 @runtime_checkable
@@ -113,17 +120,21 @@ class ClientProcess(ABC):
     module: ClassVar[str]
 
     def __init__(self, base_name: str, clock: RunClock, client: Library = "librdkafka",
-                 kafka_version: str | None = None) -> None:
+                 kafka_version: str | None = None, client_version: str | None = None) -> None:
         """``client``: the library the process runs (librdkafka through confluent-kafka, or Kafka's Java
-        client of ``kafka_version``, which a Java client needs: it is built against that kafka-clients)."""
+        client of ``kafka_version``, which a Java client needs: it is built against that kafka-clients);
+        ``client_version``: a librdkafka process's confluent-kafka release (None: .venv's, the harness's own)."""
         if client not in LIBRARIES:
             raise ValueError(f"client must be one of {', '.join(LIBRARIES)}, not {client!r}")
         if client == "java" and kafka_version is None:
             raise ValueError("a Java client needs the Kafka version whose kafka-clients it runs")
+        if client == "java" and client_version is not None:
+            raise ValueError("a Java client runs kafka-clients of its Kafka version: it takes no client_version")
         self.base_name = base_name
         self.clock = clock
         self.client: Library = client
         self.kafka_version = kafka_version
+        self.client_version = client_version
         self.identity: ClientIdentity | None = None   # what the last process said it is
         # told (process name, identity) when a process says what it is: the harness records a client event
         self.on_identity: Callable[[str, ClientIdentity], None] | None = None
@@ -250,12 +261,24 @@ class ClientProcess(ABC):
                     pass
 
     def command(self, spec_json: str) -> list[str]:
-        """The process to start: ``python -m <module>``, or the Java workload program in the same role."""
+        """The process to start: ``python -m <module>`` (under the pinned confluent-kafka's interpreter, if
+        any), or the Java workload program in the same role."""
         if self.client == "java":
             from workloads.java_client import java_command  # builds it on first use
             assert self.kafka_version is not None
             return java_command(self.kafka_version, self.role, spec_json)
-        return [sys.executable, "-m", self.module, spec_json]
+        return [str(self.interpreter()), "-m", self.module, spec_json]
+
+    def interpreter(self) -> Path:
+        """The Python a librdkafka process runs under: the harness's own, or the pinned release's environment
+        (built on first use; one that cannot be is a WorkloadError, the workload's one error)."""
+        if self.client_version is None:
+            return Path(sys.executable)
+        from workloads.confluent_release import ClientReleaseError, interpreter  # only a pinned run needs it
+        try:
+            return interpreter(self.client_version)
+        except ClientReleaseError as e:
+            raise WorkloadError(str(e)) from None
 
     # ------------------------------------------------------------------ what the process says
 

@@ -280,9 +280,9 @@ class ConsumerClient(ClientProcess):
     def __init__(self, name: str, bootstrap_servers: str, topic: str, group: str, commit: CommitMode,
                  config: dict[str, Any], reads: HistoryWriter, clock: RunClock, processing_ms: float = 0,
                  isolation: Isolation | None = None, client: Library = "librdkafka",
-                 kafka_version: str | None = None) -> None:
+                 kafka_version: str | None = None, client_version: str | None = None) -> None:
         """``isolation``: the isolation.level to read with (None: the config's, else the client's default)."""
-        super().__init__(name, clock, client, kafka_version)
+        super().__init__(name, clock, client, kafka_version, client_version)
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.group = group
@@ -524,8 +524,10 @@ class ReaderClient(ClientProcess):
 
 
 def record_identity(history: History, name: str, role: str, identity: ClientIdentity) -> None:
-    """A ``client`` event: which client library and version a workload process ran, with what settings."""
-    history.event("client", client=identity.library, version=identity.version, process=name, role=role,
+    """A ``client`` event: which client library and version a workload process ran, with what settings, and
+    (a Python process) the confluent-kafka release that ran it."""
+    binding = {} if identity.binding is None else {"binding": identity.binding}
+    history.event("client", client=identity.library, version=identity.version, **binding, process=name, role=role,
                   settings=identity.settings, time_ns=history.clock.now_ns())
 
 

@@ -387,13 +387,14 @@ class PipelineClient(ProducerClient):
                  commit_timeout_s: float = 10, processing_ms: float = 0,
                  producer_config: dict[str, Any] | None = None, consumer_config: dict[str, Any] | None = None,
                  client: Library = "librdkafka", kafka_version: str | None = None,
-                 on_commit_error: str = DEFAULT_ON_COMMIT_ERROR) -> None:
+                 on_commit_error: str = DEFAULT_ON_COMMIT_ERROR, client_version: str | None = None) -> None:
         if history.txns is None:
             raise ValueError("a pipeline writes txns.jsonl: open the History with transactions=True")
         super().__init__(name, bootstrap_servers, output_topic, producer_config or {}, history.sends, history.clock,
                          transactions={"transactional_id": transactional_id, "timeout_ms": transaction_timeout_ms,
                                        "commit_timeout_s": commit_timeout_s, "on_commit_error": on_commit_error},
-                         txns=history.txns, client=client, kafka_version=kafka_version)
+                         txns=history.txns, client=client, kafka_version=kafka_version,
+                         client_version=client_version)
         self.input_topic = input_topic
         self.group = group
         self.batch = batch

@@ -425,8 +425,8 @@ class ProducerClient(ClientProcess):
                  sends: HistoryWriter, clock: RunClock, rate: float | None = None, message_bytes: int = 100,
                  flush_timeout_s: float = 20, transactions: dict[str, Any] | None = None,
                  txns: HistoryWriter | None = None, client: Library = "librdkafka",
-                 kafka_version: str | None = None) -> None:
-        super().__init__(name, clock, client, kafka_version)
+                 kafka_version: str | None = None, client_version: str | None = None) -> None:
+        super().__init__(name, clock, client, kafka_version, client_version)
         if (transactions is None) != (txns is None):
             raise ValueError("a transactional producer needs a txns writer, and only it")
         self.bootstrap_servers = bootstrap_servers

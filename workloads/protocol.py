@@ -8,7 +8,8 @@ means the harness is gone and the child exits at once.
 Producer::
 
     H <pid>                                        the Kafka client is up
-    K <library> <version> <settings JSON>          which client it is (librdkafka | java) and what it runs with
+    K <library> <version> <settings JSON> [<binding>]   which client it is (librdkafka | java), what it runs with,
+                                                   and a Python process's binding (confluent-kafka/2.5.0)
     I <first seq> <count> <invoke_ns>              these seqs are about to be handed to produce()
     X <first seq> <count>                          ...but were not (stopped while the queue was full)
     S <status> <seq> <partition> <offset> <complete_ns> <error, may hold spaces>
@@ -161,6 +162,12 @@ def identity(library: str, version: str, settings: dict[str, Any]) -> str:
     written as Kafka's Java client writes them: ``true``, not Python's ``True``; unset ones left out)."""
     values = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items() if v is not None}
     return f"K {library} {version} {json.dumps(values, separators=(',', ':'))}"
+
+
+def with_binding(identity_line: str, name: str, version: str) -> str:
+    """A ``K`` line with its optional last field, the binding that runs the library (a Python process's
+    confluent-kafka: its release may be pinned apart from .venv's), one word: ``confluent-kafka/2.5.0``."""
+    return f"{identity_line} {name}/{version}"
 
 
 def invoked(first: int, count: int, invoke_ns: int) -> str:

@@ -71,15 +71,18 @@ def durability_settings(scenario: dict[str, Any] | None) -> list[tuple[str, Any]
 
 
 def client_rows(results: dict[str, Any]) -> list[tuple[str, Any]]:
-    """One row per workload role: the client library and version its processes said they ran, and the settings
-    they ran with (results.json ``clients``, from the processes' own K lines)."""
+    """One row per workload role: the client library and version its processes said they ran (through which
+    binding, when they said), and the settings they ran with (results.json ``clients``, from the processes' own
+    K lines)."""
     rows = []
     for role, info in sorted((results.get("clients") or {}).items()):
         if not isinstance(info, dict):
             continue
         settings = info.get("settings") if isinstance(info.get("settings"), dict) else {}
         shown = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if v not in (None, "None", "null"))
-        rows.append((f"{role} client", f"{info.get('client')} {info.get('version')}" + (f" ({shown})" if shown else "")))
+        binding = f" through {info['binding']}" if info.get("binding") else ""
+        rows.append((f"{role} client", f"{info.get('client')} {info.get('version')}{binding}"
+                     + (f" ({shown})" if shown else "")))
     return rows
 
 
