@@ -36,6 +36,7 @@ from rundir import documents
 from rundir.layout import RunDir
 from rundir.phases import PhaseTimer
 from rundir.replica_batches import write_replica_batches
+from workloads.child import confluent_kafka_release
 from workloads.client import WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env
 from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity
@@ -207,7 +208,7 @@ class Trial:
     def _run(self) -> str | None:
         s = self.scenario
         self.progress.phase("starting clients")
-        library, binding = confluent_kafka.libversion()[0], confluent_kafka.version()[0]
+        library, binding = confluent_kafka.libversion()[0], confluent_kafka_release()
         self.history.event("client", client="librdkafka", version=library, binding=f"confluent-kafka {binding}",
                            role="harness", time_ns=self.history.clock.now_ns())  # its admin requests
         try:

@@ -21,6 +21,7 @@ from clusters.image import filled_in_place
 from harness.cli import main
 from harness.scenario import load_scenario
 from workloads import protocol
+from workloads.child import confluent_kafka_release
 from workloads.client import ClientIdentity, WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env, env_dir, interpreter, is_release, pip_failure
 from workloads.history import RunClock
@@ -124,6 +125,14 @@ def test_a_release_that_cannot_be_made_is_the_workloads_error(monkeypatch: pytes
 # ---------------------------------------------------------------------- the K line's binding
 
 
+@pytest.mark.parametrize("answer", [("2.5.0", 33882112), "2.5.0"])
+def test_the_binding_release_is_read_from_either_shape_of_version(answer: object,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """confluent-kafka 2.5.0's version() is (release, number); 2.16.1's the bare release."""
+    monkeypatch.setattr("workloads.child.version", lambda: answer)
+    assert confluent_kafka_release() == "2.5.0"
+
+
 def test_the_k_line_carries_the_binding_after_its_settings() -> None:
     line = protocol.with_binding(protocol.identity("librdkafka", "2.5.0", {"client.id": "a b"}), "confluent-kafka",
                                  "2.5.0")
@@ -174,19 +183,20 @@ def older_env() -> Path:
 def test_the_older_release_imports_the_projects_producer_with_its_own_librdkafka(older_env: Path) -> None:
     assert older_env == env_dir(OLDER) and interpreter(OLDER) == older_env / "bin" / "python"
     out = subprocess.run([str(interpreter(OLDER)), "-c", "import json, confluent_kafka as ck, workloads.producer as p;"
-                          "print(json.dumps([ck.version()[0], ck.libversion()[0], ck.__file__, p.__file__]))"],
+                          "from workloads.child import confluent_kafka_release as release;"
+                          "print(json.dumps([release(), ck.libversion()[0], ck.__file__, p.__file__]))"],
                          capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(), timeout=60).stdout
     version, librdkafka, binding_file, producer_file = json.loads(out)
     assert (version, librdkafka) == (OLDER, OLDER)
     assert Path(binding_file).is_relative_to(older_env)
     assert Path(producer_file) == ROOT / "workloads" / "producer.py"
-    import confluent_kafka
-    assert confluent_kafka.version()[0] != OLDER, "the harness itself stays on the locked release"
+    assert confluent_kafka_release() != OLDER, "the harness itself stays on the locked release"
 
 
-def test_a_pinned_producer_process_says_it_runs_the_older_release(older_env: Path) -> None:
-    """A real producer process of the pinned release starts (no broker needed to start) and its K line says
-    librdkafka 2.5.0 through confluent-kafka 2.5.0: what the history's client event and results.json record."""
+def test_a_pinned_producer_process_says_it_runs_the_older_release_and_goes_on(older_env: Path) -> None:
+    """A real producer process of the pinned release starts (no broker needed to start), its K line says
+    librdkafka 2.5.0 through confluent-kafka 2.5.0 (what the history's client event and results.json record), and
+    it goes on producing with the calls that release has (it has no produce_batch())."""
     said: list[tuple[str, ClientIdentity]] = []
     p = ProducerClient("p0", NO_BROKER, "t", {}, Discard(), RunClock(), rate=1,  # type: ignore[arg-type]
                        flush_timeout_s=1, client_version=OLDER)
@@ -198,6 +208,8 @@ def test_a_pinned_producer_process_says_it_runs_the_older_release(older_env: Pat
         deadline = time.monotonic() + 10
         while not said and time.monotonic() < deadline:
             time.sleep(0.05)
+        time.sleep(1.5)  # a few sends at rate 1, queued for a broker that is not there
+        assert p.running and p.failures == []
     finally:
         p.abort()
     assert [(name, i.library, i.version, i.binding) for name, i in said] == [

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -564,6 +565,25 @@ def test_a_batch_the_client_refuses_in_part_is_produced_in_order_or_failed() -> 
     loop._report()
     failed = [m for m in (protocol.parse(line.encode()) for line in out.lines) if isinstance(m, Completed)]
     assert [(m.status, m.seq, m.error) for m in failed] == [("fail", 13, "_UNKNOWN_PARTITION")]
+
+
+class ProducerBeforeBatches(CapturingProducer):
+    """A confluent-kafka release older than produce_batch() (2.5.0, run under a pinned workload.client_version)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "produce_batch":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_a_release_without_produce_batch_hands_each_message_to_produce() -> None:
+    spec = {"name": "p0", "topic": "t", "rate": None, "message_bytes": 20, "flush_timeout_s": 1,
+            "bootstrap_servers": NO_BROKER, "config": {}}
+    loop = ProduceLoop(spec, RunClock(), threading.Event(), Lines())  # type: ignore[arg-type]
+    old = ProducerBeforeBatches()
+    loop.producer, old.on_delivery = old, loop._on_delivery  # type: ignore[assignment]
+    assert loop._send(0, 10) == 10
+    assert [int(key) for key, _ in old.produced] == list(range(10)) and old.batches == 0
 
 
 def intent(said: list[protocol.Message]) -> str:

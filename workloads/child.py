@@ -102,4 +102,11 @@ def say_hello(out: LineOut, settings: dict[str, Any]) -> None:
     """``H`` (the client is up), then ``K``: librdkafka's version, the ``settings`` this process runs with and
     the confluent-kafka release it imported (the scenario may pin one: workload.client_version)."""
     out.send([hello(os.getpid()), with_binding(identity("librdkafka", libversion()[0], settings), "confluent-kafka",
-                                               version()[0])])
+                                               confluent_kafka_release())])
+
+
+def confluent_kafka_release() -> str:
+    """The confluent-kafka release this interpreter imported. ``version()`` answers (release, number) in older
+    releases (2.5.0) and the bare release in newer ones (2.16.1), whose first item would be its first digit."""
+    answer = version()
+    return answer if isinstance(answer, str) else answer[0]

@@ -41,8 +41,9 @@ PTH_NAME = "kchaos-project.pth"
 # the project's workload processes, imported by the check: a release too old for them fails here, not mid-run
 WORKLOAD_MODULES = ("workloads.producer", "workloads.consumer", "workloads.pipeline")
 CHECK_SCRIPT = ("import json, confluent_kafka as ck\n"
+                "from workloads.child import confluent_kafka_release\n"
                 "for m in {modules!r}: __import__(m)\n"
-                "print(json.dumps({{'version': ck.version()[0], 'librdkafka': ck.libversion()[0], "
+                "print(json.dumps({{'version': confluent_kafka_release(), 'librdkafka': ck.libversion()[0], "
                 "'file': ck.__file__}}))")
 INSTALL_TIMEOUT_S = 600
 CHECK_TIMEOUT_S = 120
