@@ -381,6 +381,12 @@ def request_api(r: Event) -> str:
         and isinstance(committed, bool) else str(r.get("api"))
 
 
+def answered(r: Event) -> str:
+    """What the broker answered a held request, as the chain says it: nothing when it said no error."""
+    error = r.get("response_error")
+    return "" if error in (None, 0, "none") else f" (answered error {error})"
+
+
 def broker_name(node: Any) -> str:
     return f"broker{node}" if isinstance(node, int) else str(node)
 
@@ -442,6 +448,18 @@ class TransactionExplainer:
                 and begin <= r["released_ns"] and (end is None or r["released_ns"] <= end)]
         return sorted(same, key=lambda r: (r.get("api") != "EndTxn", r["released_ns"]))
 
+    def own_late(self, producer: str, t: Event | None) -> list[Event]:
+        """The transaction's own writes (a Produce, AddPartitionsToTxn, TxnOffsetCommit: any request but its
+        EndTxn), sent while it was open and delivered after the application asked to end it: a write that may
+        land after its end marker, where the producer's next transaction takes it in (a zombie write)."""
+        begin, end = self.window(t)
+        asked = (t or {}).get("invoke_ns")
+        if begin is None or asked is None:
+            return []
+        return [r for r in self.requests if (p := producer_of(r.get("client"))) is not None
+                and base_name(p) == base_name(producer) and r.get("api") != "EndTxn"
+                and begin <= r["held_ns"] and (end is None or r["held_ns"] <= end) and r["released_ns"] > asked]
+
     def chain(self, anomaly: str, producer: str, txn: int, told: dict[str, Any]) -> Event:
         t = self.txns.get((producer, txn))
         outcome = (t or {}).get("outcome") or told.get("outcome") or "unknown"
@@ -455,7 +473,18 @@ class TransactionExplainer:
             steps.append({"time_ns": begin, "node": producer, "line": None, "what": f"transaction {txn} begun"})
         late = self.late(producer, begin, end)
         parts = [head]
-        if late:
+        own = [] if late else self.own_late(producer, t)
+        if own:
+            for r in own[:3]:
+                what = (f"its own {request_api(r)}, sent at {seconds(r['held_ns'])} and held "
+                        f"{(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached {broker_name(r.get('node'))} at "
+                        f"{seconds(r['released_ns'])}, after the application asked to {intent or 'end it'} at "
+                        f"{seconds((t or {})['invoke_ns'])}{answered(r)}")
+                parts.append(what)
+                steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
+                              "what": what})
+            late = own
+        elif late:
             for r in late[:3]:
                 sender = producer_of(r.get("client")) or "?"
                 owned = self.owner(sender, r)
@@ -464,8 +493,7 @@ class TransactionExplainer:
                 what = (f"the {request_api(r)} {of}, sent at {seconds(r['held_ns'])} and held "
                         f"{(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached {broker_name(r.get('node'))} at "
                         f"{seconds(r['released_ns'])} while {txn} was open")
-                if r.get("response_error") not in (None, 0):
-                    what += f" (answered error {r['response_error']})"
+                what += answered(r)
                 parts.append(what)
                 steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
                               "what": what})

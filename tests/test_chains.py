@@ -244,6 +244,25 @@ def test_a_replacement_is_told_the_late_request_of_its_predecessor() -> None:
            "while 0 was open" in chain["sentence"]
 
 
+def test_a_write_of_the_transaction_itself_delivered_after_it_was_ended_is_the_chain_of_an_aborted_read() -> None:
+    """txn-delayed-produce: p0's Produce of transaction 98 is held 6 s; its commit times out and it is aborted;
+    the held Produce lands after the abort marker and p0's next transaction commits it (a zombie write)."""
+    hold = fault("delay-requests", "broker1", 36.5, 39.5, "hold Produce from producer to broker1 for 6.0 s")
+    produce = {**end_txn("kchaos-p0", 36.6, 42.6, committed=False, node=1), "api": "Produce",
+               "response_error": "none", "detail": {"transactional_id": "kchaos-run-p0", "partitions": ["chaos-0"]}}
+    txns = [txn("p0", 98, 36.55, 36.6, 42.8, "aborted", "commit"), txn("p0", 99, 42.8, 42.9, 43.0, "committed",
+                                                                        "commit")]
+    [chain] = TransactionExplainer(hold + [produce], txns, {"aborted_read": [message("p0", 984, 98)]}).explain()
+    assert chain["sentence"] == (
+        "transaction 98 of p0: its messages visible to read_committed although aborted; its own Produce, sent at "
+        "36.6 s and held 6.0 s, reached broker1 at 42.6 s, after the application asked to commit at 36.6 s; under "
+        "hold Produce from producer to broker1 for 6.0 s at 36.5 s (fault 1).")
+    assert chain["request"]["api"] == "Produce"
+    early = {**produce, "released_ns": int(36.59 * S), "held_ns": int(36.56 * S)}   # delivered before the commit
+    [plain] = TransactionExplainer(hold + [early], txns, {"aborted_read": [message("p0", 984, 98)]}).explain()
+    assert plain["request"] is None and "no held request of p0" in plain["sentence"]
+
+
 def test_a_torn_or_lost_transaction_without_a_late_request_says_what_is_known() -> None:
     txns = [txn("p0", 5, 10.0, 13.5, 14.0, "committed", "commit")]
     examples = {"torn_transaction": [{"producer": "p0", "txn": 5, "outcome": "committed", "visible_count": 3,
