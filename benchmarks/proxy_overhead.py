@@ -1,13 +1,15 @@
-"""What the request path costs a producer with no fault active: librdkafka direct against through the proxy.
+"""What the request path costs a producer with no fault active: each client direct against through the proxy.
 
     .venv/bin/python benchmarks/proxy_overhead.py [--records 500000] [--rounds 3] [--metadata zookeeper]
+                                                  [--client librdkafka|java]
 
 Starts one cluster (3 brokers, one ZooKeeper or three KRaft controllers) with the request path on
 (``ClusterSpec(request_path=True)``: the proxy process, and each broker's PROXIED listener advertising
 its port), and a topic of 6 partitions, RF 3, min.insync.replicas 2. Each round writes ``--records``
 records of 100 bytes with a confluent-kafka (librdkafka) producer, acks=all,
-max.in.flight.requests.per.connection=5 (the scenarios' setting), everything else librdkafka's default:
-once bootstrapped at the brokers themselves (direct), once at the proxy's ports (proxied: every
+max.in.flight.requests.per.connection=5 (the scenarios' setting), everything else librdkafka's default
+(``--client java``: Kafka's own ``ProducerPerformance`` on the host JRE, the kafka-clients of
+``--kafka-version``, the same settings, as ``producer_vs_kafka.py`` runs it): once bootstrapped at the brokers themselves (direct), once at the proxy's ports (proxied: every
 connection then goes through it), the order alternating between rounds. A rate counts from the first
 produce() to the end of flush(). Each line also gives the CPU seconds the proxy process spent in it.
 Target (issue #35): proxied >= 0.8 of direct.
@@ -31,6 +33,7 @@ from clusters.cleanup import remove_orphans  # noqa: E402
 from clusters.cluster import Cluster  # noqa: E402
 from clusters.spec import ClusterSpec, TopicSpec  # noqa: E402
 from clusters.topics import create_topic  # noqa: E402
+from producer_vs_kafka import Tools  # noqa: E402
 
 VALUE = b"x" * 100
 
@@ -73,6 +76,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--metadata", choices=("zookeeper", "kraft"), default="zookeeper")
     parser.add_argument("--kafka-version", default="3.9.2")
+    parser.add_argument("--client", choices=("librdkafka", "java"), default="librdkafka")
     args = parser.parse_args()
     quorum = {"zookeepers": 1} if args.metadata == "zookeeper" else {"controllers": 3}
     spec = ClusterSpec(kafka_version=args.kafka_version, metadata=args.metadata, brokers=3,
@@ -85,8 +89,17 @@ def main() -> None:
         pid = cluster.request_path.pid
         topic = TopicSpec("bench", partitions=6, replication_factor=3, min_insync_replicas=2)
         create_topic(cluster, topic)
-        print(f"Kafka {args.kafka_version} ({args.metadata}), 3 brokers; {args.records:,} records of 100 bytes "
-              f"a run, acks=all, max.in.flight 5")
+        tools = Tools(cluster, args.kafka_version, "host", workdir) if args.client == "java" else None
+
+        def rate(bootstrap: str) -> float:
+            if tools is None:
+                return produce(bootstrap, topic.name, args.records)
+            tools.bootstrap = bootstrap
+            return tools.producer_perf(topic.name, args.records, "all",
+                                       {"max.in.flight.requests.per.connection": "5"})["rate"]
+
+        print(f"Kafka {args.kafka_version} ({args.metadata}), 3 brokers; {args.client}; {args.records:,} records "
+              f"of 100 bytes a run, acks=all, max.in.flight 5")
         ratios = []
         for r in range(1, args.rounds + 1):
             ways = [("direct", cluster.bootstrap_servers), ("proxied", cluster.client_bootstrap_servers)]
@@ -95,7 +108,7 @@ def main() -> None:
             rates = {}
             for name, bootstrap in ways:
                 cpu0, load = cpu_s(pid), os.getloadavg()[0]
-                rates[name] = produce(bootstrap, topic.name, args.records)
+                rates[name] = rate(bootstrap)
                 print(f"round {r} {name:8s} {rates[name]:>10,.0f} records/s  proxy CPU {cpu_s(pid) - cpu0:5.2f} s"
                       f"  load {load:.2f}", flush=True)
             ratios.append(rates["proxied"] / rates["direct"])
