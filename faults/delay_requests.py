@@ -53,10 +53,12 @@ def _answered(h: HeldRequest) -> bool:
 
 
 def broker_client_ids(brokers: Iterable[int]) -> list[str]:
-    """The client.ids a broker's own requests to another broker carry: ``broker-<id>-...`` (its replica fetchers
-    ``broker-<id>-fetcher-<n>``, its transaction marker sender ``broker-<id>-txn-marker-sender``, ...) and, in
-    ZooKeeper mode, the controller's channel to each broker, whose client.id is the controller's broker id."""
-    return ["broker-*", *(str(b) for b in sorted(brokers))]
+    """The client.ids a broker's own requests to another broker carry (as the request path recorded them on
+    Kafka 3.9): ``broker-<id>-...`` (its replica fetchers ``broker-<id>-fetcher-<n>``, its transaction marker
+    sender ``broker-<id>-txn-marker-sender``), a partition leader's AddPartitionsToTxn verification
+    ``AddPartitionsManager-client-<id>`` and, in ZooKeeper mode, its broker id alone: the controller's channel
+    to each broker and a broker's channel to the controller (AllocateProducerIds)."""
+    return ["broker-*", "AddPartitionsManager-client-*", *(str(b) for b in sorted(brokers))]
 
 
 class RequestFault(Fault[Node]):

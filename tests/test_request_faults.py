@@ -238,8 +238,9 @@ def test_role_broker_matches_the_brokers_own_client_ids() -> None:
     assert fault.apply([Broker()]) == ("hold WriteTxnMarkers, Fetch from producer/broker to broker2 for 6.0 s on "  # type: ignore[list-item]
                                        "connections open now")
     clients = tuple(path.rules[0]["clients"])
-    assert clients == ("kchaos-p0", "kchaos-p0.*", "broker-*", "1", "2", "3")
-    for client_id in ("broker-2-fetcher-0", "broker-1-txn-marker-sender", "2", "kchaos-p0.1"):
+    assert clients == ("kchaos-p0", "kchaos-p0.*", "broker-*", "AddPartitionsManager-client-*", "1", "2", "3")
+    for client_id in ("broker-2-fetcher-0", "broker-1-txn-marker-sender", "AddPartitionsManager-client-3", "2",
+                      "kchaos-p0.1"):
         assert client_matches(client_id, clients), client_id
     for client_id in ("kchaos-c0", "4", "rdkafka", "broker"):
         assert not client_matches(client_id, clients), client_id

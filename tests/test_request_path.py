@@ -289,18 +289,24 @@ def test_write_txn_markers_held_between_brokers_reach_the_leader_late(between_br
         producer.commit_transaction(30)
         return time.monotonic()
 
-    transaction(b"warm")
-    rule = path.hold(["WriteTxnMarkers"], broker=leader.node_id, hold_s=HOLD_S, clients=brokers, connections="all")
-    held_at = time.monotonic()
-    committed_at = transaction(b"late")   # EndTxn is answered once the coordinator prepared the commit
-    assert committed_at - held_at < HOLD_S / 2
     consumer = Consumer({"bootstrap.servers": between_brokers.bootstrap_servers, "group.id": "markers",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic.name, 0, OFFSET_BEGINNING)])
     values: list[bytes] = []
-    while b"late" not in values and time.monotonic() - held_at < HOLD_S + 15:
-        values += [m.value() for m in consumer.consume(10, timeout=0.5) if m.error() is None]
-    visible_at = time.monotonic()
+
+    def read_until(value: bytes, timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while value not in values and time.monotonic() < deadline:
+            values.extend(m.value() for m in consumer.consume(10, timeout=0.5) if m.error() is None)
+        return time.monotonic()
+
+    transaction(b"warm")
+    read_until(b"warm", 20)   # its markers written: the transaction is complete
+    rule = path.hold(["WriteTxnMarkers"], broker=leader.node_id, hold_s=HOLD_S, clients=brokers, connections="all")
+    held_at = time.monotonic()
+    committed_at = transaction(b"late")   # EndTxn is answered once the coordinator prepared the commit
+    assert committed_at - held_at < HOLD_S / 2
+    visible_at = read_until(b"late", HOLD_S + 15)
     consumer.close()
     assert values == [b"warm", b"late"] and visible_at - held_at >= HOLD_S - 0.5, "visible only once the marker came"
     assert transaction(b"next") - visible_at < 10   # the next transaction completes

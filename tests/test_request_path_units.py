@@ -487,3 +487,15 @@ def test_the_inter_broker_request_path_needs_the_request_path() -> None:
     with pytest.raises(ClusterError, match="inter_broker_request_path needs the request path"):
         ClusterSpec(inter_broker_request_path=True).validate()
     ClusterSpec(request_path=True, inter_broker_request_path=True).validate()
+
+
+def test_the_zookeeper_controllers_apis_are_named_and_their_answers_error_read_by_hand() -> None:
+    """kio has no schema for the APIs Kafka 4.0 removed: the controller's LeaderAndIsr, UpdateMetadata,
+    StopReplica and a broker's ControlledShutdown are still named, and their answers' leading error code read."""
+    assert [wire.api_key(n) for n in ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown")] == \
+        [4, 5, 6, 7]
+    flexible = struct.pack(">iBh", 9, 0, 0)   # correlation id, no tagged fields, error none
+    assert wire.zookeeper_response_error(4, 7, flexible) == "none"
+    assert wire.zookeeper_response_error(6, 5, struct.pack(">ih", 9, 11)) == "stale_controller_epoch"
+    with pytest.raises(wire.WireError):
+        wire.zookeeper_response_error(5, 3, struct.pack(">iB", 9, 0))

@@ -515,7 +515,9 @@ class Proxy:
         record.outcome = "answered"
         try:
             api = wire.api_keys()[record.api]
-            record.response_error = wire.error_of(wire.decode_response(api, record.api_version, payload))
+            record.response_error = (wire.zookeeper_response_error(api, record.api_version, payload)
+                                     if api in wire.ZOOKEEPER_APIS else
+                                     wire.error_of(wire.decode_response(api, record.api_version, payload)))
         except Exception as e:
             record.response_error = f"undecoded: {type(e).__name__}"
 
