@@ -39,9 +39,11 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # harness's own (role harness) its Python binding
     "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
-    # a request a request-level fault held, dropped or replayed, written after the fault healed
+    # a request a request-level fault held, dropped or replayed, written after the fault healed; listener:
+    # the request path's listener it came on (clients, or inter-broker: a broker's own request)
     "request": ("fault", "api", "api_version", "client", "node", "connection", "correlation_id", "action", "cause",
-                "held_ns", "released_ns", "response_ns", "response_error", "client_closed", "outcome", "detail"),
+                "held_ns", "released_ns", "response_ns", "response_error", "client_closed", "outcome", "detail",
+                "listener"),
 }
 FAULT_PHASES = ("start", "heal", "skipped")
 

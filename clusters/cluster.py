@@ -134,7 +134,10 @@ class Cluster:
             cluster._await(cluster._metadata_ready, f"{cluster._quorum_name} elects a leader",
                            cluster.metadata_nodes)
             if spec.request_path:
-                cluster.request_path = RequestPath.start(range(1, spec.brokers + 1), workdir / "request-path")
+                # between the brokers too: it listens where they reach this machine, the network's gateway
+                gateway = cluster.client_address if spec.inter_broker_request_path else None
+                cluster.request_path = RequestPath.start(range(1, spec.brokers + 1), workdir / "request-path",
+                                                         inter_broker_host=gateway)
             cluster._start_nodes(image, network, labels, "broker", range(1, spec.brokers + 1))
             cluster.route_clients()
             cluster._await(cluster._brokers_ready, "every broker registers and a controller is elected",
@@ -171,8 +174,11 @@ class Cluster:
             data.mkdir(parents=True, exist_ok=True)
             heap = self.spec.controller_heap
         else:
-            proxied = self.request_path.address(node_id) if self.request_path is not None else None
-            (etc / "server.properties").write_text(config.server_properties(self.spec, node_id, proxied=proxied))
+            path = self.request_path
+            proxied = path.address(node_id) if path is not None else None
+            inter_broker = path.inter_broker_address(node_id) if path is not None and path.inter_broker_host else None
+            (etc / "server.properties").write_text(config.server_properties(self.spec, node_id, proxied=proxied,
+                                                                            inter_broker=inter_broker))
             volume = LoopVolume(node_dir / f"{self.cluster_id}-{name}{IMAGE_SUFFIX}", data,
                                 self.spec.data_size_mb).create()
             heap = self.spec.broker_heap
@@ -274,12 +280,17 @@ class Cluster:
         return self.bootstrap_servers
 
     def route_clients(self, brokers: Iterable[Node] | None = None) -> None:
-        """Point the request path at each broker's proxied listener (a restarted broker may have a new address)."""
-        if self.request_path is None:
+        """Point the request path at each broker's proxied listener, and its inter-broker listener when the
+        request path stands between the brokers too (a restarted broker may have a new address)."""
+        path = self.request_path
+        if path is None:
             return
         for b in brokers if brokers is not None else self.brokers:
             if b.running:
-                self.request_path.route(b.node_id, b.ip, config.PROXIED_PORT)
+                ip = b.ip
+                path.route(b.node_id, ip, config.PROXIED_PORT)
+                if path.inter_broker_host is not None:
+                    path.route(b.node_id, ip, config.INTER_BROKER_PORT, listener="inter-broker")
 
     @property
     def client_address(self) -> str:
@@ -503,6 +514,10 @@ class Cluster:
         while time.monotonic() < deadline:
             if not node.running:
                 node.start()
+                if node.role == "broker" and self.spec.inter_broker_request_path:
+                    # the other brokers (the ZooKeeper-mode controller first) reach it through the request
+                    # path as soon as it registers: point it at the new address now
+                    self.route_clients([node])
             if self._serves(node):
                 if node.role == "broker":
                     self.route_clients([node])

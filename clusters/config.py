@@ -20,6 +20,13 @@ CLIENT_PORT = SERVICE_PORTS["broker"]
 # back through it for every broker; the brokers and the harness keep the first listener
 PROXIED_LISTENER = "PROXIED"
 PROXIED_PORT = 9094
+# a broker's third listener, when the request path also stands between the brokers
+# (ClusterSpec.inter_broker_request_path): inter.broker.listener.name, advertising the request path's
+# inter-broker port for that broker on the cluster network's gateway, so replica fetchers, the transaction
+# marker sender and (ZooKeeper mode) the controller reach it through the proxy. KRaft's CONTROLLER listener
+# (brokers -> controllers) stays direct
+INTER_BROKER_LISTENER = "INTERBROKER"
+INTER_BROKER_PORT = 9095
 CONTROLLER_PORT = SERVICE_PORTS["controller"]
 ZK_PORT = SERVICE_PORTS["zookeeper"]
 CONTROLLER_ID_BASE = 100
@@ -117,11 +124,14 @@ def _kraft_common(spec: ClusterSpec, node_id: int) -> dict[str, str]:
     }
 
 
-def broker_defaults(spec: ClusterSpec, broker_id: int, proxied: str | None = None) -> dict[str, str]:
+def broker_defaults(spec: ClusterSpec, broker_id: int, proxied: str | None = None,
+                    inter_broker: str | None = None) -> dict[str, str]:
     """Settings a test broker needs; durability settings stay at Kafka's defaults.
 
     ``proxied`` (host:port of the request path's port for this broker) adds the PROXIED listener, which
-    advertises that address; inter-broker traffic stays on PLAINTEXT.
+    advertises that address; inter-broker traffic stays on PLAINTEXT unless ``inter_broker`` (host:port of
+    the request path's inter-broker port for this broker) adds the INTERBROKER listener, which advertises
+    it and is the inter-broker listener.
     """
     internal_rf = str(min(3, spec.brokers))
     if spec.metadata == "kraft":
@@ -134,18 +144,19 @@ def broker_defaults(spec: ClusterSpec, broker_id: int, proxied: str | None = Non
             # seconds move leadership as a real outage would
             "zookeeper.session.timeout.ms": "6000",
         }
+    extra = [(name, port, address) for name, port, address in
+             ((PROXIED_LISTENER, PROXIED_PORT, proxied), (INTER_BROKER_LISTENER, INTER_BROKER_PORT, inter_broker))
+             if address is not None]
     listeners = {
-        "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT}",
-        "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT}",
+        "listeners": ",".join([f"PLAINTEXT://0.0.0.0:{CLIENT_PORT}"] +
+                              [f"{name}://0.0.0.0:{port}" for name, port, _ in extra]),
+        "advertised.listeners": ",".join([f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT}"] +
+                                         [f"{name}://{address}" for name, _, address in extra]),
     }
-    if proxied is not None:
+    if extra:
         protocols = metadata.get("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT")
-        listeners = {
-            "listeners": f"PLAINTEXT://0.0.0.0:{CLIENT_PORT},{PROXIED_LISTENER}://0.0.0.0:{PROXIED_PORT}",
-            "advertised.listeners": f"PLAINTEXT://@NODE_IP@:{CLIENT_PORT},{PROXIED_LISTENER}://{proxied}",
-            "listener.security.protocol.map": f"{protocols},{PROXIED_LISTENER}:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-        }
+        listeners["listener.security.protocol.map"] = ",".join([protocols] + [f"{n}:PLAINTEXT" for n, _, _ in extra])
+        listeners["inter.broker.listener.name"] = INTER_BROKER_LISTENER if inter_broker is not None else "PLAINTEXT"
     return {
         **metadata,
         **listeners,
@@ -174,14 +185,16 @@ def controller_defaults(spec: ClusterSpec, node_id: int) -> dict[str, str]:
     }
 
 
-def server_properties(spec: ClusterSpec, node_id: int, role: Role = "broker", proxied: str | None = None) -> str:
+def server_properties(spec: ClusterSpec, node_id: int, role: Role = "broker", proxied: str | None = None,
+                      inter_broker: str | None = None) -> str:
     """server.properties of a broker or a KRaft controller; ``spec.broker_config`` comes last.
 
     Controllers get the overrides too: in KRaft the controller elects leaders,
     so cluster-wide defaults such as unclean.leader.election.enable or
-    min.insync.replicas are read from its own static config. ``proxied``: see broker_defaults.
+    min.insync.replicas are read from its own static config. ``proxied``, ``inter_broker``: see
+    broker_defaults.
     """
     defaults = (controller_defaults(spec, node_id) if role == "controller"
-                else broker_defaults(spec, node_id, proxied))
+                else broker_defaults(spec, node_id, proxied, inter_broker))
     settings = {**defaults, **{k: str(v) for k, v in spec.broker_config.items()}}
     return "".join(f"{k}={v}\n" for k, v in settings.items())

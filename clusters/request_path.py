@@ -59,6 +59,7 @@ class HeldRequest:
     response_forwarded: bool | None
     outcome: str               # held | delivered | answered | upstream-closed | discarded (silenced: never sent)
     detail: Mapping[str, Any] = field(default_factory=dict)
+    listener: str = "clients"  # the proxy's listener it came on: clients | inter-broker (a broker's own request)
 
     @property
     def held_s(self) -> float | None:
@@ -73,25 +74,33 @@ class HeldRequest:
                 "correlation_id": self.correlation_id, "action": self.action, "cause": self.cause,
                 "held_ns": rel(self.held_ns), "released_ns": rel(self.released_ns),
                 "response_ns": rel(self.response_ns), "response_error": self.response_error,
-                "client_closed": self.client_closed, "outcome": self.outcome, "detail": dict(self.detail)}
+                "client_closed": self.client_closed, "outcome": self.outcome, "detail": dict(self.detail),
+                "listener": self.listener}
 
 
 class RequestPath:
-    """A running proxy: one port per broker on the host, each forwarding to its broker's proxied listener."""
+    """A running proxy: one port per broker on the host, each forwarding to its broker's proxied listener;
+    with ``inter_broker_host``, one more per broker there, each forwarding to its broker's inter-broker listener."""
 
-    def __init__(self, process: subprocess.Popen[bytes], control: Path, ports: dict[int, int], host: str) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], control: Path, ports: dict[int, int], host: str,
+                 inter_broker_ports: dict[int, int] | None = None, inter_broker_host: str | None = None) -> None:
         self._process = process
         self._control = control
         self.ports = ports
         self.host = host
+        self.inter_broker_ports = inter_broker_ports or {}
+        self.inter_broker_host = inter_broker_host
         self._sock: socket.socket | None = None
         self._file: Any = None
         self._lock = threading.Lock()
         self._rules = itertools.count(1)
 
     @classmethod
-    def start(cls, brokers: Iterable[int], workdir: Path, host: str = "127.0.0.1") -> "RequestPath":
-        """Start the proxy process; it listens at once (the brokers may start after it)."""
+    def start(cls, brokers: Iterable[int], workdir: Path, host: str = "127.0.0.1",
+              inter_broker_host: str | None = None) -> "RequestPath":
+        """Start the proxy process; it listens at once (the brokers may start after it). ``inter_broker_host``:
+        also listen there, one port per broker, for the brokers' own traffic (the address the brokers reach
+        this machine at: the cluster network's gateway)."""
         workdir.mkdir(parents=True, exist_ok=True)
         # a Unix socket's path must be short (108 bytes): not under a deep work directory
         control = Path(tempfile.mkdtemp(prefix="kchaos-rp-")) / "control.sock"
@@ -100,7 +109,8 @@ class RequestPath:
         root = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         process = subprocess.Popen([sys.executable, "-m", "clusters.proxy", "--control", str(control),
-                                    "--brokers", ids, "--listen", host],
+                                    "--brokers", ids, "--listen", host,
+                                    *(["--inter-broker", inter_broker_host] if inter_broker_host else [])],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
         log.close()
         assert process.stdout is not None
@@ -113,8 +123,10 @@ class RequestPath:
             process.wait()
             raise RequestPathError(f"the request path's proxy did not start within {START_TIMEOUT_S}s "
                                    f"(see {workdir / 'request-path.log'})")
-        ports = {int(b): int(p) for b, p in json.loads(ready[0])["ports"].items()}
-        return cls(process, control, ports, host)
+        listening = json.loads(ready[0])
+        ports = {int(b): int(p) for b, p in listening["ports"].items()}
+        inter_broker = {int(b): int(p) for b, p in listening.get("inter_broker_ports", {}).items()}
+        return cls(process, control, ports, host, inter_broker, inter_broker_host)
 
     # ------------------------------------------------------------------ addresses
 
@@ -122,13 +134,20 @@ class RequestPath:
         """host:port where clients reach ``broker`` through the proxy (what the broker advertises to them)."""
         return f"{self.host}:{self.ports[broker]}"
 
+    def inter_broker_address(self, broker: int) -> str:
+        """host:port where the other brokers reach ``broker`` through the proxy (what it advertises to them)."""
+        if self.inter_broker_host is None:
+            raise RequestPathError("the request path does not stand between the brokers")
+        return f"{self.inter_broker_host}:{self.inter_broker_ports[broker]}"
+
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(self.address(b) for b in sorted(self.ports))
 
-    def route(self, broker: int, host: str, port: int) -> None:
-        """Send new connections for ``broker`` to host:port (its proxied listener's current address)."""
-        self._call("route", broker=broker, host=host, port=port)
+    def route(self, broker: int, host: str, port: int, listener: str = "clients") -> None:
+        """Send new connections for ``broker`` to host:port (its proxied listener's current address; with
+        ``listener="inter-broker"``, the other brokers' connections to its inter-broker listener)."""
+        self._call("route", broker=broker, host=host, port=port, listener=listener)
 
     # ------------------------------------------------------------------ faults
 

@@ -32,6 +32,10 @@ class ClusterSpec:
     # the request path (clusters/proxy/): a proxy process between the workload's clients and each
     # broker, for request-level faults; off, the cluster is exactly as before
     request_path: bool = False
+    # the request path between the brokers too (it needs request_path): each broker's inter-broker listener
+    # advertises the proxy's port for it on the cluster network's gateway, so replica Fetch, WriteTxnMarkers
+    # and (ZooKeeper mode) the controller's requests pass the proxy; KRaft's controller listener stays direct
+    inter_broker_request_path: bool = False
 
     def validate(self) -> None:
         if self.metadata not in ("zookeeper", "kraft"):
@@ -46,6 +50,8 @@ class ClusterSpec:
             raise ClusterError(f"cluster.zookeepers must be an odd number >= 1, not {self.zookeepers}")
         if self.metadata == "kraft" and (self.controllers < 1 or self.controllers % 2 == 0):
             raise ClusterError(f"cluster.controllers must be an odd number >= 1, not {self.controllers}")
+        if self.inter_broker_request_path and not self.request_path:
+            raise ClusterError("cluster.inter_broker_request_path needs the request path (ClusterSpec.request_path)")
         if self.data_size_mb < 256:
             raise ClusterError(f"cluster.data_size_mb must be at least 256, not {self.data_size_mb}")
 

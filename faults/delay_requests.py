@@ -12,7 +12,10 @@ connection, when held, when delivered, what the broker answered.
 Options (scalars, as every fault's): ``apis`` (Kafka's names, comma-separated: EndTxn, Produce,
 AddPartitionsToTxn, TxnOffsetCommit, Fetch, ...), ``hold_s`` and ``hold_max_s`` (a time drawn per request
 from [hold_s, hold_max_s]; unset: exactly hold_s), ``roles`` (comma-separated: producer, consumer,
-pipeline; ``all``: every client, the harness's own included),
+pipeline, broker; ``all``: every client, the harness's own included, and with the inter-broker request path the
+brokers too), ``broker`` being the brokers' own requests to each other (replica Fetch, WriteTxnMarkers, the
+ZooKeeper-mode controller's LeaderAndIsr/UpdateMetadata/StopReplica, AddPartitionsToTxn verification): only
+with ``cluster.inter_broker_request_path``,
 ``connections`` (existing: only connections open when the fault starts, so a retry on a new connection
 passes; all: new ones too), ``limit`` (at most this many requests matched per broker; null: no limit).
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from clusters.node import Node
@@ -34,7 +37,7 @@ from faults.base import Fault, FaultError
 
 log = logging.getLogger(__name__)
 
-ROLES = ("producer", "consumer", "pipeline")
+ROLES = ("producer", "consumer", "pipeline", "broker")
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
 
@@ -47,6 +50,15 @@ def _names(value: Any) -> list[str]:
 def _answered(h: HeldRequest) -> bool:
     """Whether the broker answers it (every request but a Produce with acks=0)."""
     return not (h.api == "Produce" and h.detail.get("acks") == 0)
+
+
+def broker_client_ids(brokers: Iterable[int]) -> list[str]:
+    """The client.ids a broker's own requests to another broker carry (as the request path recorded them on
+    Kafka 3.9): ``broker-<id>-...`` (its replica fetchers ``broker-<id>-fetcher-<n>``, its transaction marker
+    sender ``broker-<id>-txn-marker-sender``), a partition leader's AddPartitionsToTxn verification
+    ``AddPartitionsManager-client-<id>`` and, in ZooKeeper mode, its broker id alone: the controller's channel
+    to each broker and a broker's channel to the controller (AllocateProducerIds)."""
+    return ["broker-*", "AddPartitionsManager-client-*", *(str(b) for b in sorted(brokers))]
 
 
 class RequestFault(Fault[Node]):
@@ -87,6 +99,9 @@ class RequestFault(Fault[Node]):
         if roles != ["all"] and (not roles or not set(roles) <= set(ROLES)):
             raise FaultError(f"{cls.kind}: roles must be a list of {', '.join(ROLES)}, comma-separated "
                              "(or all: every client)")
+        if "broker" in roles and not spec.inter_broker_request_path:
+            raise FaultError(f"{cls.kind}: roles broker needs the request path between the brokers: set "
+                             "cluster.inter_broker_request_path: true")
         if settings["connections"] not in ("existing", "all"):
             raise FaultError(f"{cls.kind}: connections must be existing or all")
         if settings["limit"] is not None and int(settings["limit"]) < 1:
@@ -98,12 +113,16 @@ class RequestFault(Fault[Node]):
         return [n for n in super().choose(target) if n.role == "broker"]
 
     def _client_ids(self) -> list[str] | None:
-        """The client.ids of the chosen roles' processes: ``kchaos-<name>`` and its replacements' ``kchaos-<name>.N``."""
+        """The client.ids of the chosen roles' processes: ``kchaos-<name>`` and its replacements' ``kchaos-<name>.N``;
+        role broker adds the brokers' own (broker_client_ids)."""
         roles = _names(self.settings["roles"])
         if roles == ["all"]:
             return None
         names = sorted({getattr(c, "base_name", c.name) for c in self.clients if c.role in roles})
-        return [p for n in names for p in (f"kchaos-{n}", f"kchaos-{n}.*")]
+        ids = [p for n in names for p in (f"kchaos-{n}", f"kchaos-{n}.*")]
+        if "broker" in roles:
+            ids += broker_client_ids(b.node_id for b in self.cluster.brokers)
+        return ids
 
     def _longest_s(self) -> float:
         """The longest a request is held (a copy kept) before it goes."""

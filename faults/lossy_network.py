@@ -23,6 +23,7 @@ from typing import Any
 
 from clusters.errors import ClusterError
 from clusters.node import Node
+from clusters.spec import ClusterSpec
 from faults.base import Fault, FaultError
 from faults.partition import iptables_restore, iptables_rules, on_each
 
@@ -85,6 +86,16 @@ class LossyNetworkFault(Fault):
             raise FaultError(f"lossy-network probability must be a number with 0 < p <= 1, not {p!r}")
         if options.get("peers", "all") not in PEERS:
             raise FaultError(f"lossy-network peers must be one of {', '.join(PEERS)}, not {options['peers']!r}")
+
+    @classmethod
+    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+        """With the request path between the brokers, their traffic comes from the host's address, as the clients'
+        does: peers brokers would miss it, peers clients would take it too."""
+        peers = options.get("peers", "all")
+        if spec.inter_broker_request_path and peers != "all":
+            raise FaultError(f"lossy-network peers {peers} picks packets by address, and with "
+                             "cluster.inter_broker_request_path the brokers reach each other through the request "
+                             "path on the host, from the clients' address: use peers all")
 
     def _peer_nodes(self) -> list[Node]:
         """The nodes whose addresses the rules name (peers brokers): the other brokers."""

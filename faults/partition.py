@@ -150,6 +150,10 @@ class PartitionFault(Fault):
     def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
         """Refuse a mode and target that can never cut a link on this cluster."""
         mode = options.get("mode", "isolate")
+        if spec.inter_broker_request_path and mode != "zookeeper":
+            raise FaultError(f"partition mode {mode} cuts nodes by address, and with cluster.inter_broker_request_path "
+                             "the brokers reach each other through the request path on the host: the cut would miss "
+                             "their traffic or cut it with the clients' (only mode zookeeper is exact there)")
         if mode == "zookeeper" and target == "controller" and spec.metadata == "kraft":
             raise FaultError("partition mode zookeeper cuts its targets from the KRaft controllers, and target "
                              "controller is one of them: nothing to cut")

@@ -73,6 +73,11 @@ class ClusterModel(Strict):
     controllers: int = Field(3, ge=1, le=7, description="KRaft mode only: dedicated controllers")
     broker_config: dict[str, Scalar] = {}
     data_size_mb: int = Field(2048, ge=256)
+    inter_broker_request_path: bool = Field(False, description="the request path between the brokers too (their "
+                                            "inter-broker listener goes through the proxy), so request-level faults "
+                                            "with roles broker can hold replica Fetch, WriteTxnMarkers and, with "
+                                            "ZooKeeper, the controller's requests; KRaft's controller listener "
+                                            "stays direct")
 
 
 class TopicModel(Strict):
@@ -534,9 +539,10 @@ class Scenario(Strict):
         return ClusterSpec(kafka_version=c.kafka_version, metadata=c.metadata, brokers=c.brokers,
                            zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()},
-                           request_path=any(FAULTS[f.kind].request_level or
-                                            (f.then is not None and FAULTS[f.then.kind].request_level)
-                                            for f in self.faults))
+                           request_path=c.inter_broker_request_path or any(
+                               FAULTS[f.kind].request_level or (f.then is not None and FAULTS[f.then.kind].request_level)
+                               for f in self.faults),
+                           inter_broker_request_path=c.inter_broker_request_path)
 
     def topics(self) -> list[str]:
         """The topics the workload writes: its own, and a pipeline's output."""

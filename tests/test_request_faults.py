@@ -177,3 +177,70 @@ def test_lossy_network_options_are_checked() -> None:
     with pytest.raises(FaultError, match="peers must be one of all, clients, brokers"):
         LossyNetworkFault.check_options({"peers": "zookeeper"})
     assert not LossyNetworkFault.request_level and DropResponsesFault.request_level
+
+
+# ------------------------------------------------------------------------- the request path between brokers
+
+def test_role_broker_needs_the_inter_broker_request_path_and_is_refused_in_one_line_without_it(tmp_path: Path) -> None:
+    from catalogue.exits import HarnessError
+    from clusters.spec import ClusterSpec
+    from harness.scenario import load_scenario
+
+    options = {"apis": "WriteTxnMarkers", "roles": "broker"}
+    for kind in (DelayRequestsFault, DropResponsesFault, ReplayRequestsFault):
+        with pytest.raises(FaultError, match="roles broker needs the request path between the brokers: set "
+                                             "cluster.inter_broker_request_path: true"):
+            kind.check_plan("partition-leader", options, ClusterSpec(request_path=True))
+        kind.check_plan("partition-leader", options, ClusterSpec(request_path=True, inter_broker_request_path=True))
+    fault = ("faults: [{kind: delay-requests, target: partition-leader, duration_s: 10,\n"
+             "          options: {apis: WriteTxnMarkers, hold_s: 4, roles: broker}}]\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(fault)
+    with pytest.raises(HarnessError) as e:
+        load_scenario(scenario)
+    assert "faults.0: delay-requests: roles broker needs the request path between the brokers" in str(e.value)
+    assert "\n" not in str(e.value)   # HarnessError: exit 2
+    scenario.write_text("cluster: {inter_broker_request_path: true}\n" + fault)
+    spec = load_scenario(scenario).cluster_spec()
+    assert spec.request_path and spec.inter_broker_request_path
+    scenario.write_text("cluster: {inter_broker_request_path: true}\n")   # no request-level fault: the path all the same
+    assert load_scenario(scenario).cluster_spec().request_path
+    scenario.write_text("faults: [{kind: kill}]\n")
+    assert not load_scenario(scenario).cluster_spec().inter_broker_request_path
+
+
+def test_faults_that_pick_traffic_by_address_are_refused_when_the_brokers_talk_through_the_request_path() -> None:
+    from clusters.spec import ClusterSpec
+    from faults.partition import PartitionFault
+
+    spec = ClusterSpec(request_path=True, inter_broker_request_path=True)
+    for mode in ("isolate", "brokers", "halves", "clients"):
+        with pytest.raises(FaultError, match=f"partition mode {mode} cuts nodes by address"):
+            PartitionFault.check_plan("partition-leader", {"mode": mode}, spec)
+    PartitionFault.check_plan("partition-leader", {"mode": "zookeeper"}, spec)
+    PartitionFault.check_plan("partition-leader", {"mode": "brokers"}, ClusterSpec(request_path=True))
+    for peers in ("brokers", "clients"):
+        with pytest.raises(FaultError, match=f"lossy-network peers {peers} picks packets by address"):
+            LossyNetworkFault.check_plan("partition-leader", {"peers": peers}, spec)
+    LossyNetworkFault.check_plan("partition-leader", {"peers": "all"}, spec)
+    LossyNetworkFault.check_plan("partition-leader", {"peers": "brokers"}, ClusterSpec())
+
+
+def test_role_broker_matches_the_brokers_own_client_ids() -> None:
+    from clusters.proxy.core import client_matches
+
+    class Brokers(FakeCluster):
+        brokers = [Broker(), type("B", (), {"node_id": 1})(), type("B", (), {"node_id": 3})()]
+
+    path = FakePath([])
+    fault = DelayRequestsFault(Brokers(path), "t", random.Random(1),  # type: ignore[arg-type]
+                               {"apis": "WriteTxnMarkers,Fetch", "roles": "producer,broker"}, clients=[Producer()])  # type: ignore[list-item]
+    assert fault.apply([Broker()]) == ("hold WriteTxnMarkers, Fetch from producer/broker to broker2 for 6.0 s on "  # type: ignore[list-item]
+                                       "connections open now")
+    clients = tuple(path.rules[0]["clients"])
+    assert clients == ("kchaos-p0", "kchaos-p0.*", "broker-*", "AddPartitionsManager-client-*", "1", "2", "3")
+    for client_id in ("broker-2-fetcher-0", "broker-1-txn-marker-sender", "AddPartitionsManager-client-3", "2",
+                      "kchaos-p0.1"):
+        assert client_matches(client_id, clients), client_id
+    for client_id in ("kchaos-c0", "4", "rdkafka", "broker"):
+        assert not client_matches(client_id, clients), client_id

@@ -1,6 +1,7 @@
 """The request path on a real cluster: clients go through it for every broker, and a Produce request held
 by it reaches the broker late, on its own connection, after its client gave up on it, while a new
-connection passes."""
+connection passes. With the request path between the brokers too, a transaction coordinator's
+WriteTxnMarkers held by it reach the partition leader late."""
 
 from __future__ import annotations
 
@@ -23,16 +24,19 @@ pytestmark = pytest.mark.cluster
 HOLD_S = 6.0
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    spec = ClusterSpec(brokers=3, zookeepers=1, request_path=True)
-    c = start_owned_cluster(spec, tmp_path_factory.mktemp("proxied"))
+def owned_cluster(spec: ClusterSpec, factory: pytest.TempPathFactory, name: str) -> Iterator[Cluster]:
+    c = start_owned_cluster(spec, factory.mktemp(name))
     try:
         yield c
     finally:
-        c.teardown(logs_to=tmp_path_factory.mktemp("proxied-logs"))
+        c.teardown(logs_to=factory.mktemp(f"{name}-logs"))
         assert_nothing_left(c.cluster_id, c.workdir)
         assert c.request_path is not None and not c.request_path.running
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from owned_cluster(ClusterSpec(brokers=3, zookeepers=1, request_path=True), tmp_path_factory, "proxied")
 
 
 def high_watermark(cluster: Cluster, topic: str) -> int:
@@ -255,3 +259,71 @@ def test_the_lossy_network_fault_drops_packets_and_heal_removes_its_rules(proxie
     assert fault.dropped[leader.name] > 0 and fault.no_effect() is None
     assert fault.healed() == f"dropped {leader.name} {fault.dropped[leader.name]} packets"
     assert not any(fault.chain in r for r in iptables_rules(leader)) and not leader.network_rules
+
+
+@pytest.fixture(scope="module")
+def between_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    spec = ClusterSpec(brokers=3, zookeepers=1, request_path=True, inter_broker_request_path=True)
+    yield from owned_cluster(spec, tmp_path_factory, "between-brokers")
+
+
+def test_write_txn_markers_held_between_brokers_reach_the_leader_late(between_brokers: Cluster) -> None:
+    from faults.delay_requests import broker_client_ids
+
+    path = between_brokers.request_path
+    assert path is not None and path.inter_broker_host == between_brokers.client_address
+    # min ISR 3: an acknowledged write needs both followers, which fetch through the request path
+    topic = TopicSpec(f"markers-{uuid.uuid4().hex[:6]}", partitions=1, replication_factor=3, min_insync_replicas=3)
+    create_topic(between_brokers, topic)
+    leader = between_brokers.leader(topic.name, 0)
+    assert leader is not None
+    brokers = broker_client_ids(b.node_id for b in between_brokers.brokers)
+    fetches = path.hold(["Fetch"], broker=leader.node_id, hold_s=0, clients=brokers, connections="all", limit=1)
+    producer = Producer({"bootstrap.servers": between_brokers.client_bootstrap_servers, "client.id": "kchaos-p4",
+                         "transactional.id": f"markers-{uuid.uuid4().hex[:6]}", "linger.ms": 0})
+    producer.init_transactions(30)
+
+    def transaction(value: bytes) -> float:
+        producer.begin_transaction()
+        producer.produce(topic.name, value, partition=0)
+        producer.commit_transaction(30)
+        return time.monotonic()
+
+    consumer = Consumer({"bootstrap.servers": between_brokers.bootstrap_servers, "group.id": "markers",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic.name, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+
+    def read_until(value: bytes, timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while value not in values and time.monotonic() < deadline:
+            values.extend(m.value() for m in consumer.consume(10, timeout=0.5) if m.error() is None)
+        return time.monotonic()
+
+    transaction(b"warm")
+    read_until(b"warm", 20)   # its markers written: the transaction is complete
+    rule = path.hold(["WriteTxnMarkers"], broker=leader.node_id, hold_s=HOLD_S, clients=brokers, connections="all")
+    held_at = time.monotonic()
+    committed_at = transaction(b"late")   # EndTxn is answered once the coordinator prepared the commit
+    assert committed_at - held_at < HOLD_S / 2
+    visible_at = read_until(b"late", HOLD_S + 15)
+    consumer.close()
+    assert values == [b"warm", b"late"] and visible_at - held_at >= HOLD_S - 0.5, "visible only once the marker came"
+    assert transaction(b"next") - visible_at < 10   # the next transaction completes
+    path.release(rule)
+    path.release(fetches)
+
+    records = path.held()
+    (fetch,) = [h for h in records if h.rule == fetches]
+    assert (fetch.api, fetch.listener, fetch.node) == ("Fetch", "inter-broker", leader.node_id)
+    assert fetch.client is not None and fetch.client.startswith("broker-") and "-fetcher-" in fetch.client
+    matched = [h for h in records if h.rule == rule and h.cause == "matched"]
+    assert matched, "the coordinator's WriteTxnMarkers passed the request path"
+    first = matched[0]
+    assert (first.api, first.listener, first.node, first.action) == ("WriteTxnMarkers", "inter-broker",
+                                                                      leader.node_id, "delayed")
+    assert first.client is not None and first.client.endswith("-txn-marker-sender")
+    assert first.detail["markers"][0]["committed"] is True
+    assert [f"{topic.name}-0"] in [m["partitions"] for m in first.detail["markers"]]
+    assert first.released_ns is not None and (first.released_ns - first.held_ns) / 1e9 >= HOLD_S
+    assert first.outcome == "answered" and first.response_error == "none" and first.response_forwarded

@@ -86,6 +86,22 @@ def test_a_held_body_and_its_answer_are_decoded_by_kio() -> None:
     assert not wire.expects_response(0, {"acks": 0}) and wire.expects_response(0, {"acks": -1})
 
 
+def test_a_write_txn_markers_request_says_which_transactions_and_partitions() -> None:
+    from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+    from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
+                                                         WriteTxnMarkersRequest)
+    out = io.BytesIO()
+    entity_writer(HeaderV2)(out, HeaderV2(request_api_key=i16(27), request_api_version=i16(1),
+                                          correlation_id=i32(5), client_id="broker-1-txn-marker-sender"))
+    marker = WritableTxnMarker(producer_id=i64(9), producer_epoch=i16(0), transaction_result=True,
+                               topics=(WritableTxnMarkerTopic(name="t", partition_indexes=(i32(2), i32(0))),),
+                               coordinator_epoch=i32(1))
+    entity_writer(WriteTxnMarkersRequest)(out, WriteTxnMarkersRequest(markers=(marker,)))
+    body = wire.decode_request(out.getvalue())
+    assert wire.summary(27, body) == {"markers": [{"producer_id": 9, "producer_epoch": 0, "committed": True,
+                                                   "partitions": ["t-0", "t-2"]}]}
+
+
 # ---------------------------------------------------------------------------------------------- engine
 
 class FakeBroker:
@@ -360,3 +376,126 @@ def test_a_replay_flushed_on_release_goes_at_once() -> None:
         with pytest.raises(ValueError, match="action must be one of"):
             proxy.hold("r2", ["EndTxn"], action="mangle")
     run(test)
+
+
+def test_the_brokers_own_requests_go_through_their_own_listener_and_a_broker_rule_holds_them(tmp_path: Path) -> None:
+    """With an inter-broker host the proxy has a second port per broker, routed to another address of the
+    broker (its inter-broker listener); a rule for the brokers' client ids holds a replica fetcher's request
+    and the ZooKeeper-mode controller's (client.id: its broker id), and not a workload client's."""
+    from faults.delay_requests import broker_client_ids
+
+    async def main() -> None:
+        clients_side, brokers_side = await FakeBroker().start(), await FakeBroker().start()
+        path = await asyncio.to_thread(RequestPath.start, [1, 2, 3], tmp_path, inter_broker_host="127.0.0.2")
+        try:
+            assert set(path.inter_broker_ports) == {1, 2, 3}
+            assert path.inter_broker_address(2) == f"127.0.0.2:{path.inter_broker_ports[2]}"
+            assert not set(path.inter_broker_ports.values()) & set(path.ports.values())
+            await asyncio.to_thread(path.route, 1, "127.0.0.1", clients_side.port)
+            await asyncio.to_thread(path.route, 1, "127.0.0.1", brokers_side.port, "inter-broker")
+            rule = await asyncio.to_thread(lambda: path.hold(["EndTxn"], broker=1, hold_s=HOLD_S, connections="all",
+                                                             clients=broker_client_ids([1, 2, 3])))
+            client = await Client.connect(path.ports[1])
+            started = time.monotonic()
+            client.send(end_txn(1))                  # a workload client's: passes
+            assert await client.answer() == 1 and time.monotonic() - started < HOLD_S / 2
+            r, w = await asyncio.open_connection("127.0.0.2", path.inter_broker_ports[1])
+            fetcher = Client(r, w)
+            fetcher.send(end_txn(2, client_id="broker-2-fetcher-0"))
+            fetcher.send(end_txn(3, client_id="3"))   # the controller's channel, behind it
+            assert [await fetcher.answer() for _ in range(2)] == [2, 3] and time.monotonic() - started >= HOLD_S
+            assert [a[2] for a in clients_side.arrivals] == [1] and [a[2] for a in brokers_side.arrivals] == [2, 3]
+            held = await asyncio.to_thread(path.held)
+            assert [(h.client, h.cause, h.listener) for h in held] == [("broker-2-fetcher-0", "matched", "inter-broker"),
+                                                                       ("3", "behind", "inter-broker")]
+            assert held[0].event(0)["listener"] == "inter-broker"
+            await asyncio.to_thread(path.release, rule)
+            fetcher.send(end_txn(4, client_id="2"))
+            assert await fetcher.answer(HOLD_S / 2) == 4
+            rule = await asyncio.to_thread(lambda: path.hold(["EndTxn"], broker=1, hold_s=HOLD_S, connections="all",
+                                                             clients=["2"]))
+            fetcher.send(end_txn(5, client_id="2"))
+            await asyncio.sleep(0.1)
+            assert await asyncio.to_thread(path.release, rule, True) == 1
+            assert await fetcher.answer() == 5
+        finally:
+            await asyncio.to_thread(path.stop)
+            clients_side.close()
+            brokers_side.close()
+    asyncio.run(main())
+
+
+def test_a_replayed_broker_request_goes_again_to_the_listener_it_came_for() -> None:
+    async def main() -> None:
+        clients_side, brokers_side = await FakeBroker().start(), await FakeBroker().start()
+        proxy = Proxy([1], inter_broker_host="127.0.0.1")
+        await proxy.start()
+        proxy.route(1, "127.0.0.1", clients_side.port)
+        proxy.route(1, "127.0.0.1", brokers_side.port, listener="inter-broker")
+        with pytest.raises(ValueError, match="no listener"):
+            proxy.route(1, "127.0.0.1", 1, listener="controller")
+        try:
+            proxy.hold("r1", ["EndTxn"], broker=1, hold_s=0.1, connections="all", action="replay", limit=1)
+            c = await Client.connect(proxy.listening["inter-broker"][1])
+            c.send(end_txn(1, client_id="broker-1-txn-marker-sender"))
+            assert await c.answer() == 1
+            await until(lambda: proxy.records[0].outcome == "answered")
+            assert [a[2] for a in brokers_side.arrivals] == [1, 1] and not clients_side.arrivals
+            assert brokers_side.connections == 2 and proxy.records[0].listener == "inter-broker"
+        finally:
+            await proxy.close()
+            clients_side.close()
+            brokers_side.close()
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------- broker config
+
+def broker_properties(**kwargs: Any) -> dict[str, str]:
+    from clusters import config
+    from clusters.spec import ClusterSpec
+
+    metadata = kwargs.pop("metadata", "zookeeper")
+    text = config.server_properties(ClusterSpec(metadata=metadata, request_path=True), 2, **kwargs)
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+@pytest.mark.parametrize("metadata", ["zookeeper", "kraft"])
+def test_the_inter_broker_listener_advertises_the_request_path_and_carries_the_brokers_traffic(metadata: str) -> None:
+    clients_only = broker_properties(metadata=metadata, proxied="127.0.0.1:40001")
+    assert clients_only["listeners"] == "PLAINTEXT://0.0.0.0:9092,PROXIED://0.0.0.0:9094"
+    assert clients_only["advertised.listeners"] == "PLAINTEXT://@NODE_IP@:9092,PROXIED://127.0.0.1:40001"
+    assert clients_only["inter.broker.listener.name"] == "PLAINTEXT"
+    both = broker_properties(metadata=metadata, proxied="127.0.0.1:40001", inter_broker="172.18.0.1:40002")
+    assert both["listeners"] == "PLAINTEXT://0.0.0.0:9092,PROXIED://0.0.0.0:9094,INTERBROKER://0.0.0.0:9095"
+    assert both["advertised.listeners"] == ("PLAINTEXT://@NODE_IP@:9092,PROXIED://127.0.0.1:40001,"
+                                            "INTERBROKER://172.18.0.1:40002")
+    assert both["inter.broker.listener.name"] == "INTERBROKER"
+    kraft = "CONTROLLER:PLAINTEXT," if metadata == "kraft" else ""
+    assert both["listener.security.protocol.map"] == \
+        f"PLAINTEXT:PLAINTEXT,{kraft}PROXIED:PLAINTEXT,INTERBROKER:PLAINTEXT"
+    if metadata == "kraft":   # the brokers reach the controllers directly, as before
+        assert both["controller.listener.names"] == "CONTROLLER" and "CONTROLLER" not in both["listeners"]
+    plain = broker_properties(metadata=metadata)
+    assert plain["listeners"] == "PLAINTEXT://0.0.0.0:9092" and "inter.broker.listener.name" not in plain
+
+
+def test_the_inter_broker_request_path_needs_the_request_path() -> None:
+    from clusters.errors import ClusterError
+    from clusters.spec import ClusterSpec
+
+    with pytest.raises(ClusterError, match="inter_broker_request_path needs the request path"):
+        ClusterSpec(inter_broker_request_path=True).validate()
+    ClusterSpec(request_path=True, inter_broker_request_path=True).validate()
+
+
+def test_the_zookeeper_controllers_apis_are_named_and_their_answers_error_read_by_hand() -> None:
+    """kio has no schema for the APIs Kafka 4.0 removed: the controller's LeaderAndIsr, UpdateMetadata,
+    StopReplica and a broker's ControlledShutdown are still named, and their answers' leading error code read."""
+    assert [wire.api_key(n) for n in ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown")] == \
+        [4, 5, 6, 7]
+    flexible = struct.pack(">iBh", 9, 0, 0)   # correlation id, no tagged fields, error none
+    assert wire.zookeeper_response_error(4, 7, flexible) == "none"
+    assert wire.zookeeper_response_error(6, 5, struct.pack(">ih", 9, 11)) == "stale_controller_epoch"
+    with pytest.raises(wire.WireError):
+        wire.zookeeper_response_error(5, 3, struct.pack(">iB", 9, 0))

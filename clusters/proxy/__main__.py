@@ -1,11 +1,13 @@
 """The request path's process: ``python -m clusters.proxy --control SOCKET --brokers 1,2,3``.
 
-It listens on one port per broker (on ``--listen``, 127.0.0.1 by default), prints one JSON line
-``{"ports": {"1": 40123, ...}}`` on stdout once it listens, and takes commands on a Unix socket: one JSON
+It listens on one port per broker (on ``--listen``, 127.0.0.1 by default; with ``--inter-broker HOST``, a
+second port per broker on HOST, for the brokers' own traffic), prints one JSON line
+``{"ports": {"1": 40123, ...}, "inter_broker_ports": {...}}`` on stdout once it listens, and takes commands on a Unix socket: one JSON
 object a line, one JSON answer a line (``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``).
 Commands (clusters/request_path.py is their only caller):
 
-- ``route`` broker, host, port: where new connections for the broker go
+- ``route`` broker, host, port, listener (clients, the default, or inter-broker): where new connections
+  for the broker on that listener go
 - ``hold`` rule, apis, broker, clients, hold_s, hold_max_s, connections, limit, fault, seed, action
   (delay, drop-response or replay)
 - ``release`` rule, flush
@@ -25,7 +27,7 @@ import os
 import sys
 from typing import Any
 
-from clusters.proxy.core import Proxy
+from clusters.proxy.core import CLIENTS, INTER_BROKER, Proxy
 
 
 async def _control(proxy: Proxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -47,7 +49,7 @@ async def _control(proxy: Proxy, reader: asyncio.StreamReader, writer: asyncio.S
 def _command(proxy: Proxy, cmd: dict[str, Any], stop: asyncio.Event) -> dict[str, Any]:
     op = cmd.pop("op")
     if op == "route":
-        proxy.route(int(cmd["broker"]), str(cmd["host"]), int(cmd["port"]))
+        proxy.route(int(cmd["broker"]), str(cmd["host"]), int(cmd["port"]), str(cmd.get("listener", CLIENTS)))
         return {}
     if op == "hold":
         rule = proxy.hold(cmd.pop("rule"), **cmd)
@@ -86,14 +88,17 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--control", required=True, help="Unix socket to take commands on")
     parser.add_argument("--brokers", required=True, help="broker ids, comma-separated")
     parser.add_argument("--listen", default="127.0.0.1")
+    parser.add_argument("--inter-broker", default=None, help="also listen for the brokers' own traffic on this host")
     args = parser.parse_args(argv)
-    proxy = Proxy([int(b) for b in args.brokers.split(",")], args.listen)
+    proxy = Proxy([int(b) for b in args.brokers.split(",")], args.listen, inter_broker_host=args.inter_broker)
     stop = asyncio.Event()
     ports = await proxy.start()
     if os.path.exists(args.control):
         os.unlink(args.control)
     control = await asyncio.start_unix_server(lambda r, w: _control(proxy, r, w, stop), args.control)
-    print(json.dumps({"ports": {str(b): p for b, p in ports.items()}}), flush=True)
+    inter_broker = proxy.listening.get(INTER_BROKER, {})
+    print(json.dumps({"ports": {str(b): p for b, p in ports.items()},
+                      "inter_broker_ports": {str(b): p for b, p in inter_broker.items()}}), flush=True)
     _watch_stdin(stop)
     await stop.wait()
     control.close()

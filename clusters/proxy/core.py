@@ -22,6 +22,12 @@ silenced. ``replay`` sends the matched request on at once and keeps a copy, whic
 again when its time has passed, on a new upstream connection of its own (a stale retry); the broker's
 answer to the copy is recorded and goes nowhere.
 
+The proxy has one listening port per broker for the workload's clients (listener ``clients``) and, when
+the request path also stands between the brokers, a second one per broker for the brokers themselves
+(listener ``inter-broker``, on the address the brokers reach the host at): each port forwards to its own
+address of the broker (``route``). Rules match on both alike; a broker's own requests carry its client ids
+(``broker-<id>-fetcher-<n>``, ``broker-<id>-txn-marker-sender``, the ZooKeeper-mode controller's ``<id>``).
+
 Every held request becomes a :class:`Held` record: which API, from which client id, bound for which
 broker, on which connection, when it arrived and when it was delivered, what the broker answered, and
 the fields of its body (decoded by kio) that say which transaction it belonged to.
@@ -47,6 +53,7 @@ HIGH_WATER = 1 << 20      # bytes buffered towards a peer before a pump waits fo
 
 
 ACTIONS = {"delay": "delayed", "drop-response": "response-dropped", "replay": "replayed"}   # -> a record's action
+CLIENTS, INTER_BROKER = "clients", "inter-broker"   # the proxy's listeners: the workload's clients, the brokers
 
 
 @dataclass
@@ -113,6 +120,7 @@ class Held:
     response_forwarded: bool | None = None
     outcome: str = "held"               # held | delivered | answered | upstream-closed | discarded
     detail: dict[str, Any] = field(default_factory=dict)
+    listener: str = CLIENTS             # the proxy's listener it came on: clients | inter-broker
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,9 +138,10 @@ class Link:
     """One client connection and the upstream connection it is paired with."""
 
     def __init__(self, link_id: int, broker: int, peer: str, client_r: asyncio.StreamReader,
-                 client_w: asyncio.StreamWriter) -> None:
+                 client_w: asyncio.StreamWriter, listener: str = CLIENTS) -> None:
         self.id = link_id
         self.broker = broker
+        self.listener = listener
         self.peer = peer
         self.client_r = client_r
         self.client_w = client_w
@@ -156,12 +165,16 @@ class Proxy:
     """The engine; the process around it (clusters/proxy/__main__.py) adds the control socket."""
 
     def __init__(self, brokers: list[int], listen_host: str = "127.0.0.1",
-                 clock: Callable[[], int] = time.monotonic_ns) -> None:
+                 clock: Callable[[], int] = time.monotonic_ns, inter_broker_host: str | None = None) -> None:
         self.brokers = list(brokers)
         self.listen_host = listen_host
         self.clock = clock
-        self.routes: dict[int, tuple[str, int]] = {}
-        self.ports: dict[int, int] = {}
+        # listener -> the host it listens on; clients always, inter-broker when the brokers go through it too
+        self.hosts = {CLIENTS: listen_host, **({INTER_BROKER: inter_broker_host} if inter_broker_host else {})}
+        self.listening: dict[str, dict[int, int]] = {name: {} for name in self.hosts}             # -> broker -> port
+        self.routing: dict[str, dict[int, tuple[str, int]]] = {name: {} for name in self.hosts}   # -> broker -> address
+        self.routes = self.routing[CLIENTS]
+        self.ports = self.listening[CLIENTS]
         self.rules: dict[str, Rule] = {}
         self.records: list[Held] = []
         self.links: dict[int, Link] = {}
@@ -174,12 +187,15 @@ class Proxy:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, ports: dict[int, int] | None = None) -> dict[int, int]:
-        """Listen on one port per broker (``ports``, or free ones the system picks); returns them."""
-        for broker in self.brokers:
-            server = await asyncio.start_server(
-                lambda r, w, b=broker: self._accept(b, r, w), self.listen_host, (ports or {}).get(broker, 0))
-            self._servers.append(server)
-            self.ports[broker] = server.sockets[0].getsockname()[1]
+        """Listen on one port per broker and listener (the clients' ``ports``, or free ones the system picks);
+        returns the clients' (``listening`` has every listener's)."""
+        for listener, host in self.hosts.items():
+            for broker in self.brokers:
+                server = await asyncio.start_server(
+                    lambda r, w, b=broker, name=listener: self._accept(b, r, w, name), host,
+                    (ports or {}).get(broker, 0) if listener == CLIENTS else 0)
+                self._servers.append(server)
+                self.listening[listener][broker] = server.sockets[0].getsockname()[1]
         return dict(self.ports)
 
     async def close(self) -> None:
@@ -193,11 +209,13 @@ class Proxy:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def route(self, broker: int, host: str, port: int) -> None:
-        """Where new connections for ``broker`` go (a restarted broker may have a new address)."""
-        if broker not in self.ports:
+    def route(self, broker: int, host: str, port: int, listener: str = CLIENTS) -> None:
+        """Where new connections for ``broker`` on ``listener`` go (a restarted broker may have a new address)."""
+        if listener not in self.listening:
+            raise ValueError(f"the proxy has no listener {listener!r}")
+        if broker not in self.listening[listener]:
             raise ValueError(f"the proxy has no port for broker {broker}")
-        self.routes[broker] = (host, port)
+        self.routing[listener][broker] = (host, port)
 
     # ------------------------------------------------------------------ rules
 
@@ -267,14 +285,15 @@ class Proxy:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _accept(self, broker: int, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        route = self.routes.get(broker)
+    async def _accept(self, broker: int, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
+                      listener: str = CLIENTS) -> None:
+        route = self.routing[listener].get(broker)
         if route is None:   # the broker's address is not known yet: like a port nothing listens on
             self.totals["refused"] += 1
             _close(client_w)
             return
         peer = client_w.get_extra_info("peername")
-        link = Link(self._next_link, broker, f"{peer[0]}:{peer[1]}" if peer else "?", client_r, client_w)
+        link = Link(self._next_link, broker, f"{peer[0]}:{peer[1]}" if peer else "?", client_r, client_w, listener)
         self._next_link += 1
         try:
             link.up_r, link.up_w = await asyncio.open_connection(*route)
@@ -367,7 +386,7 @@ class Proxy:
             link.muted = rule
         else:
             self._replays += 1
-            self._spawn(self._replay(link.broker, data, record, expects))
+            self._spawn(self._replay(link.broker, data, record, expects, link.listener))
         rule.matched += 1
         self.records.append(record)
 
@@ -386,16 +405,18 @@ class Proxy:
         except Exception as e:  # kio does not know this version, or the body is not what it says
             detail = {"undecoded": f"{type(e).__name__}: {e}"[:200]}
         record = Held(fault, rule_id, wire.api_name(header.api_key), header.api_version, header.client_id,
-                      link.broker, link.id, header.correlation_id, cause, now, due, action=action, detail=detail)
+                      link.broker, link.id, header.correlation_id, cause, now, due, action=action, detail=detail,
+                      listener=link.listener)
         return record, wire.expects_response(header.api_key, body)
 
-    async def _replay(self, broker: int, data: bytes, record: Held, expects: bool) -> None:
-        """Send a copy of a request again when due, on a new upstream connection; note the broker's answer."""
+    async def _replay(self, broker: int, data: bytes, record: Held, expects: bool, listener: str = CLIENTS) -> None:
+        """Send a copy of a request again when due, on a new upstream connection to the listener it came for;
+        note the broker's answer."""
         writer: asyncio.StreamWriter | None = None
         try:
             while (due := record.release_at_ns - self.clock()) > 0:   # a flush sets release_at_ns to 0
                 await asyncio.sleep(min(due / 1e9, 0.05))
-            route = self.routes.get(broker)
+            route = self.routing[listener].get(broker)
             if route is None:
                 raise ConnectionError(f"no route to broker {broker}")
             reader, writer = await asyncio.open_connection(*route)
@@ -494,7 +515,9 @@ class Proxy:
         record.outcome = "answered"
         try:
             api = wire.api_keys()[record.api]
-            record.response_error = wire.error_of(wire.decode_response(api, record.api_version, payload))
+            record.response_error = (wire.zookeeper_response_error(api, record.api_version, payload)
+                                     if api in wire.ZOOKEEPER_APIS else
+                                     wire.error_of(wire.decode_response(api, record.api_version, payload)))
         except Exception as e:
             record.response_error = f"undecoded: {type(e).__name__}"
 
