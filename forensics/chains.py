@@ -387,6 +387,12 @@ def answered(r: Event) -> str:
     return "" if error in (None, 0, "none") else f" (answered error {error})"
 
 
+def journey(r: Event) -> str:
+    """When a held request was sent, how long it was held, where and when it arrived."""
+    return (f"sent at {seconds(r['held_ns'])} and held {(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached "
+            f"{broker_name(r.get('node'))} at {seconds(r['released_ns'])}")
+
+
 def broker_name(node: Any) -> str:
     return f"broker{node}" if isinstance(node, int) else str(node)
 
@@ -474,30 +480,21 @@ class TransactionExplainer:
         late = self.late(producer, begin, end)
         parts = [head]
         own = [] if late else self.own_late(producer, t)
-        if own:
-            for r in own[:3]:
-                what = (f"its own {request_api(r)}, sent at {seconds(r['held_ns'])} and held "
-                        f"{(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached {broker_name(r.get('node'))} at "
-                        f"{seconds(r['released_ns'])}, after the application asked to {intent or 'end it'} at "
-                        f"{seconds((t or {})['invoke_ns'])}{answered(r)}")
-                parts.append(what)
-                steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
-                              "what": what})
-            late = own
-        elif late:
-            for r in late[:3]:
-                sender = producer_of(r.get("client")) or "?"
-                owned = self.owner(sender, r)
-                of = f"of transaction {owned['txn']}" + ("" if sender == producer else f" of {sender}") \
-                    if owned is not None else f"of {sender}"
-                what = (f"the {request_api(r)} {of}, sent at {seconds(r['held_ns'])} and held "
-                        f"{(r['released_ns'] - r['held_ns']) / 1e9:.1f} s, reached {broker_name(r.get('node'))} at "
-                        f"{seconds(r['released_ns'])} while {txn} was open")
-                what += answered(r)
-                parts.append(what)
-                steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
-                              "what": what})
-        else:
+        told_requests = [(r, f"its own {request_api(r)}, {journey(r)}, after the application asked to "
+                             f"{intent or 'end it'} at {seconds((t or {})['invoke_ns'])}") for r in own[:3]]
+        for r in late[:3]:
+            sender = producer_of(r.get("client")) or "?"
+            owned = self.owner(sender, r)
+            of = f"of transaction {owned['txn']}" + ("" if sender == producer else f" of {sender}") \
+                if owned is not None else f"of {sender}"
+            told_requests.append((r, f"the {request_api(r)} {of}, {journey(r)} while {txn} was open"))
+        late = own or late
+        for r, what in told_requests:
+            what += answered(r)
+            parts.append(what)
+            steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
+                          "what": what})
+        if not late:
             parts.append(self.known(t, producer, outcome, intent, begin, end))
         faults = [w for w in self.faults if begin is not None and w["start_ns"] <= (end if end is not None else
                   w["start_ns"]) and (w["end_ns"] is None or w["end_ns"] >= begin)]
