@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusters.errors import ClusterError
-from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, kafka_major
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, LAST_ZOOKEEPER_MAJOR, check_kafka_version, kafka_major
 
 MetadataMode = Literal["zookeeper", "kraft"]
 
@@ -40,8 +40,8 @@ class ClusterSpec:
     def validate(self) -> None:
         if self.metadata not in ("zookeeper", "kraft"):
             raise ClusterError(f"cluster.metadata must be zookeeper or kraft, not {self.metadata!r}")
-        major = kafka_major(self.kafka_version)
-        if self.metadata == "zookeeper" and major >= 4:
+        check_kafka_version(self.kafka_version)
+        if self.metadata == "zookeeper" and kafka_major(self.kafka_version) > LAST_ZOOKEEPER_MAJOR:
             raise ClusterError(f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0): "
                                "set cluster.metadata=kraft")
         if self.brokers < 1:

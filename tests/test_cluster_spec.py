@@ -45,7 +45,10 @@ def test_possible_topic_passes_and_carries_min_insync() -> None:
     ({"metadata": "kraft", "controllers": 2}, "cluster.controllers must be an odd number"),
     ({"metadata": "kraft", "controllers": 0}, "cluster.controllers must be an odd number"),
     ({"kafka_version": "4.3.1"}, "Kafka 4.3.1 has no ZooKeeper mode .*set cluster.metadata=kraft"),
-    ({"kafka_version": "latest"}, "cluster.kafka_version must look like 3.9.2"),
+    ({"kafka_version": "latest"}, "cluster.kafka_version must be an Apache Kafka release such as 3.9.2"),
+    ({"kafka_version": "3.9"}, "cluster.kafka_version must be an Apache Kafka release such as 3.9.2"),
+    ({"kafka_version": "3.4.1"}, "cluster.kafka_version=3.4.1: kchaos runs Kafka 3.5 and later"),
+    ({"kafka_version": "4.0.2"}, "Kafka 4.0.2 has no ZooKeeper mode"),
 ])
 def test_impossible_cluster_is_refused_in_one_line(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ClusterError, match=message) as e:
