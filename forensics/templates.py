@@ -1,4 +1,4 @@
-"""Kafka's log messages that decide what a partition keeps, as they read in 3.9.2 and 4.3.1 (ZooKeeper and KRaft).
+"""Kafka's log messages that decide what a partition keeps, as they read from 3.5 to 4.4 (ZooKeeper and KRaft).
 
 Each template is taken from real node logs of this project's runs (runs/measure-*); ``match`` turns a message
 into the fields of one event, or None. Kinds whose name starts with ``_`` are half an event that ``parse``
@@ -67,11 +67,13 @@ def template(needle: str | tuple[str, ...], pattern: str) -> Callable[[Build], T
 
 # --- leaders: the broker's side (state.change.logger), both modes -----------------------------------------------
 
+# "Previous leader Some(3) and previous leader epoch was 1." since 3.6; 3.5 says only "Previous leader epoch was 1."
+_PREVIOUS = r"(?:Previous leader (?:None|Some\((?P<prev>-?\d+)\)) and previous|Previous) leader epoch was (?P<pepoch>-?\d+)"
+
 @template(" starts at leader epoch ", r"^\[Broker id=(?P<node>\d+)\] Leader " + _TP + r" with topic id \S+ starts at "
           r"leader epoch (?P<epoch>-?\d+) from offset (?P<leo>-?\d+) with partition epoch (?P<pe>-?\d+), "
           r"high watermark (?P<hw>-?\d+), ISR \[(?P<isr>[\d,]*)\], adding replicas \[[\d,]*\] and removing "
-          r"replicas \[[\d,]*\] ?(?P<under>\(under-min-isr\))?\. Previous leader (?:None|Some\((?P<prev>-?\d+)\)) "
-          r"and previous leader epoch was (?P<pepoch>-?\d+)")
+          r"replicas \[[\d,]*\] ?(?P<under>\(under-min-isr\))?\. " + _PREVIOUS)
 def become_leader(m: re.Match[str]) -> Fields:
     """[Broker id=1] Leader chaos-4 with topic id Some(..) starts at leader epoch 2 from offset 14033 with partition
     epoch 5, high watermark 14012, ISR [1,2], adding replicas [] and removing replicas [] (under-min-isr). Previous
@@ -84,8 +86,7 @@ def become_leader(m: re.Match[str]) -> Fields:
 
 @template(" starts at leader epoch ", r"^\[Broker id=(?P<node>\d+)\] Follower " + _TP + r" starts at leader epoch "
           r"(?P<epoch>-?\d+) from offset (?P<leo>-?\d+) with partition epoch (?P<pe>-?\d+) and high watermark "
-          r"(?P<hw>-?\d+)\. Current leader is (?P<leader>-?\d+)\. Previous leader (?:None|Some\((?P<prev>-?\d+)\)) "
-          r"and previous leader epoch was (?P<pepoch>-?\d+)")
+          r"(?P<hw>-?\d+)\. Current leader is (?P<leader>-?\d+)\. " + _PREVIOUS)
 def become_follower(m: re.Match[str]) -> Fields:
     """[Broker id=1] Follower chaos-3 starts at leader epoch 0 from offset 0 with partition epoch 0 and high
     watermark 0. Current leader is 3. Previous leader Some(3) and previous leader epoch was 0."""

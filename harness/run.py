@@ -25,6 +25,7 @@ from catalogue.exits import HarnessError
 from clusters.cleanup import remove_orphans
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
+from clusters.java_build import JavaBuildError, ensure_built
 from clusters.kafka_transactions import ask_cluster
 from clusters.segments import read_batches
 from clusters.topics import create_topic
@@ -101,13 +102,18 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
 
 
 def prepare_client_releases(scenario: Scenario) -> None:
-    """The environment of each confluent-kafka release the scenario pins (workload.client_version), built before
-    the run directory and the cluster: a release pip cannot install is one line (exit 2) that started and recorded
-    nothing."""
+    """The environment of each confluent-kafka release the scenario pins (workload.client_version) and the Java
+    program of each kafka-clients release a Java role runs, built before the run directory and the cluster: a
+    release pip or Maven cannot install is one line (exit 2) that started and recorded nothing."""
     for version in scenario.workload.pinned_releases:
         try:
             ensure_env(version)
         except ClientReleaseError as e:
+            raise HarnessError(str(e)) from None
+    for version in scenario.java_client_releases:
+        try:
+            ensure_built(version)
+        except JavaBuildError as e:
             raise HarnessError(str(e)) from None
 
 
@@ -165,7 +171,7 @@ class Trial:
                     "on_commit_error": txns.on_commit_error}
 
         pipeline = w.pipeline
-        version = scenario.cluster.kafka_version  # a Java client is kafka-clients of the cluster's version
+        version = scenario.cluster.kafka_version  # a Java role's kafka-clients unless it pins its own
         self.workload = Workload(
             producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producer_config), history.sends,
                                       history.clock, w.producers.rate, w.producers.message_bytes,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from catalogue.exits import HarnessError
 from clusters.config_names import config_names
 from clusters.errors import ClusterError
-from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, OLDEST_KAFKA, kafka_release
 from clusters.spec import ClusterSpec, TopicSpec
 from faults.base import FaultError
 from faults.registry import FAULTS
@@ -41,23 +41,25 @@ JAVA_CONFIG = Field({}, description="settings only a Java client gets (e.g. buff
 
 
 def written_as_release(value: Any) -> Any:
-    """A client_version is a confluent-kafka release's number (whether PyPI has it, pip says before the cluster
-    starts); YAML reads an unquoted 2.5 as a number, which is refused as the text it was."""
+    """A client_version is a release's number, confluent-kafka's or kafka-clients' (whether PyPI or Maven Central
+    has it is found out before the cluster starts); YAML reads an unquoted 2.5 as a number, refused as written."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if isinstance(value, str) and not is_release(value):
-        raise ValueError(f"{value!r} is not a confluent-kafka release (e.g. 2.5.0)")
+        raise ValueError(f"{value!r} is not a client release (e.g. 2.5.0 for confluent-kafka, 3.7.2 for "
+                         "kafka-clients)")
     return value
 
 
 Release = Annotated[str, BeforeValidator(written_as_release)]
-CLIENT_VERSION = Field(None, description="the confluent-kafka release from PyPI (e.g. 2.5.0, with the librdkafka "
-                       "its wheel bundles) that the roles on workload.client run when it is librdkafka, in an "
-                       "environment of its own under .cache/clients, built before the cluster starts; null: the "
-                       "locked release of .venv. The harness's own clients (admin, observer) and the final "
-                       "read-back stay on the locked release. librdkafka only: a Java client runs kafka-clients of "
-                       "cluster.kafka_version")
-ROLE_CLIENT_VERSION = Field(None, description="this role's confluent-kafka release, as workload.client_version; null: "
+CLIENT_VERSION = Field(None, description="the release the roles on workload.client run. librdkafka: a "
+                       "confluent-kafka release from PyPI (e.g. 2.5.0, with the librdkafka its wheel bundles), in an "
+                       "environment of its own under .cache/clients; null: the locked release of .venv. java: a "
+                       "kafka-clients release from Maven Central, 3.5.0 or later (the Java program is built against "
+                       "it under .cache/java-workload); null: kafka-clients of cluster.kafka_version. Built before "
+                       "the cluster starts. The harness's own clients (admin, observer) and the final read-back stay "
+                       "on the locked release and the cluster's kafka-clients")
+ROLE_CLIENT_VERSION = Field(None, description="this role's client release, as workload.client_version; null: "
                             "workload.client_version if the role runs workload.client, else the locked release")
 
 
@@ -407,18 +409,29 @@ class Scenario(Strict):
         return self
 
     def _client_versions_possible(self) -> None:
-        """A client_version pins a confluent-kafka release: it belongs to librdkafka roles only."""
+        """A Java role's client_version is a kafka-clients release the Java program is built against: 3.5.0 on."""
         w = self.workload
-        pins = [("workload", w.client, w.client_version), ("workload.producers", w.producer_client,
-                                                          w.producers.client_version),
-                ("workload.consumers", w.consumer_client, w.consumers.client_version)]
+        pins = [("workload.producers", w.producer_client, w.producer_client_version),
+                ("workload.consumers", w.consumer_client, w.consumer_client_version)]
         if w.pipeline is not None:
-            pins.append(("workload.pipeline", w.pipeline_client, w.pipeline.client_version))
+            pins.append(("workload.pipeline", w.pipeline_client, w.pipeline_client_version))
         for where, client, version in pins:
-            if client == "java" and version is not None:
-                raise ValueError(f"{where}.client_version: pins a confluent-kafka release, but the client there is "
-                                 "java, which runs kafka-clients of cluster.kafka_version (pinning its release is not "
-                                 "in kchaos yet)")
+            if client == "java" and version is not None and kafka_release(version)[:2] < OLDEST_KAFKA:
+                oldest = ".".join(map(str, OLDEST_KAFKA))
+                raise ValueError(f"{where}.client_version={version}: the role runs java, and kchaos builds its Java "
+                                 f"program against kafka-clients {oldest}.0 and later (a confluent-kafka release "
+                                 "belongs to a librdkafka role)")
+
+    @property
+    def java_client_releases(self) -> list[str]:
+        """Every kafka-clients release some Java role runs, each once, in role order: the Java program is built
+        against each before the cluster starts."""
+        w = self.workload
+        roles = [(w.producer_client, w.producer_client_version),
+                 (w.consumer_client, w.consumer_client_version if w.consumers.count else None),
+                 (w.pipeline_client, w.pipeline_client_version if w.pipeline is not None else None)]
+        releases = [v or self.cluster.kafka_version for client, v in roles if client == "java"]
+        return list(dict.fromkeys(releases))
 
     def _transactions_possible(self) -> None:
         """Transactions need an idempotent producer and a timeout the brokers accept; the harness names them."""
@@ -482,21 +495,27 @@ class Scenario(Strict):
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
         w = self.workload
         timeout_ms = None if w.transactions is None else w.transactions.timeout_ms
-        # (where, settings, client, kind, the transaction.timeout.ms a producer runs with)
-        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str, int | None]] = [
-            ("workload.producers", w.producers, w.producer_client, "producer", timeout_ms),
-            ("workload.consumers", w.consumers, w.consumer_client, "consumer", None)]
+        # (where, settings, client, its release (None: the locked one or the cluster's), kind, the
+        # transaction.timeout.ms a producer runs with)
+        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str | None, str,
+                          int | None]] = [
+            ("workload.producers", w.producers, w.producer_client, w.producer_client_version, "producer", timeout_ms),
+            ("workload.consumers", w.consumers, w.consumer_client, w.consumer_client_version, "consumer", None)]
         if w.pipeline is not None:
-            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, "consumer", None)]
-            if w.pipeline_client != w.producer_client or w.pipeline_timeout_ms != timeout_ms:
+            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, w.pipeline_client_version, "consumer",
+                       None)]
+            if (w.pipeline_client, w.pipeline_client_version, w.pipeline_timeout_ms) != (
+                    w.producer_client, w.producer_client_version, timeout_ms):
                 # its producer runs the producers' settings on its client, transactional with its own time-out
-                roles += [("workload.producers", w.producers, w.pipeline_client, "producer", w.pipeline_timeout_ms)]
-        for where, role, client, kind, timeout_ms in roles:
+                roles += [("workload.producers", w.producers, w.pipeline_client, w.pipeline_client_version,
+                           "producer", w.pipeline_timeout_ms)]
+        for where, role, client, release, kind, timeout_ms in roles:
             group, commit = (w.consumers.group, w.consumers.commit) if role is w.consumers else (
                 (w.pipeline.group, "manual") if w.pipeline is not None and role is w.pipeline else ("", "manual"))
             if client == "java":
+                release = release or self.cluster.kafka_version
                 try:
-                    names = config_names(self.cluster.kafka_version)
+                    names = config_names(release)
                 except ClusterError as e:
                     raise ValueError(str(e)) from None
                 check_java_settings(kind, where, {f"{where}.config": dict(role.config),

@@ -70,13 +70,14 @@ def test_a_version_belongs_to_its_client_kind() -> None:
 
 
 @pytest.mark.parametrize("settings, said", [
-    (["workload.client_version=2.5"], "workload.client_version: '2.5' is not a confluent-kafka release (e.g. 2.5.0)"),
+    (["workload.client_version=2.5"], "workload.client_version: '2.5' is not a client release (e.g. 2.5.0 for confluent-kafka"),
     (["workload.consumers.client_version=latest"], "workload.consumers.client_version: 'latest' is not a "
-                                                   "confluent-kafka release"),
+                                                   "client release"),
     (["workload.client_version=2.5.0", "workload.client=java"],
-     "workload.client_version: pins a confluent-kafka release, but the client there is java"),
-    (["workload.producers.client=java", "workload.producers.client_version=2.5.0"],
-     "workload.producers.client_version: pins a confluent-kafka release, but the client there is java"),
+     "workload.producers.client_version=2.5.0: the role runs java, and kchaos builds its Java program against "
+     "kafka-clients 3.5.0 and later"),
+    (["workload.producers.client=java", "workload.producers.client_version=3.4.1"],
+     "workload.producers.client_version=3.4.1: the role runs java"),
 ])
 def test_a_pin_that_cannot_be_is_refused_in_one_line(settings: list[str], said: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,10 +108,18 @@ def test_a_release_the_index_lacks_is_one_line_naming_what_installs() -> None:
     assert pip_failure("9.9.9", "ERROR: network unreachable") is None
 
 
-def test_a_java_client_takes_no_client_version() -> None:
-    with pytest.raises(ValueError, match="takes no client_version"):
-        ProducerClient("p0", NO_BROKER, "t", {}, None, RunClock(), client="java",  # type: ignore[arg-type]
-                       kafka_version="3.9.2", client_version=OLDER)
+def test_a_java_pin_runs_its_kafka_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Java role's client_version is the kafka-clients release its program is built against; without one it runs
+    the cluster's; the scenario lists each release to build before the cluster starts."""
+    s = scenario("workload.client=java", "workload.producers.client_version=3.7.2", "workload.consumers.count=1")
+    assert (s.workload.producer_client_version, s.workload.consumer_client_version) == ("3.7.2", None)
+    assert s.java_client_releases == ["3.7.2", s.cluster.kafka_version] and s.workload.pinned_releases == []
+    monkeypatch.setattr("workloads.java_client.java_command", lambda release, role, spec: [release, role])
+    pinned = ProducerClient("p0", NO_BROKER, "t", {}, None, RunClock(), client="java",  # type: ignore[arg-type]
+                            kafka_version="3.9.2", client_version="3.7.2")
+    unpinned = ProducerClient("p0", NO_BROKER, "t", {}, None, RunClock(), client="java",  # type: ignore[arg-type]
+                              kafka_version="3.9.2")
+    assert (pinned.command("{}")[0], unpinned.command("{}")[0]) == ("3.7.2", "3.9.2")
 
 
 def test_a_release_that_cannot_be_made_is_the_workloads_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,14 +122,12 @@ class ClientProcess(ABC):
     def __init__(self, base_name: str, clock: RunClock, client: Library = "librdkafka",
                  kafka_version: str | None = None, client_version: str | None = None) -> None:
         """``client``: the library the process runs (librdkafka through confluent-kafka, or Kafka's Java
-        client of ``kafka_version``, which a Java client needs: it is built against that kafka-clients);
-        ``client_version``: a librdkafka process's confluent-kafka release (None: .venv's, the harness's own)."""
+        client); ``client_version``: its release, a confluent-kafka one for librdkafka (None: .venv's, the
+        harness's own) or a kafka-clients one for Java (None: ``kafka_version``'s, the cluster's)."""
         if client not in LIBRARIES:
             raise ValueError(f"client must be one of {', '.join(LIBRARIES)}, not {client!r}")
-        if client == "java" and kafka_version is None:
+        if client == "java" and kafka_version is None and client_version is None:
             raise ValueError("a Java client needs the Kafka version whose kafka-clients it runs")
-        if client == "java" and client_version is not None:
-            raise ValueError("a Java client runs kafka-clients of its Kafka version: it takes no client_version")
         self.base_name = base_name
         self.clock = clock
         self.client: Library = client
@@ -265,8 +263,9 @@ class ClientProcess(ABC):
         any), or the Java workload program in the same role."""
         if self.client == "java":
             from workloads.java_client import java_command  # builds it on first use
-            assert self.kafka_version is not None
-            return java_command(self.kafka_version, self.role, spec_json)
+            release = self.client_version or self.kafka_version
+            assert release is not None
+            return java_command(release, self.role, spec_json)
         return [str(self.interpreter()), "-m", self.module, spec_json]
 
     def interpreter(self) -> Path:

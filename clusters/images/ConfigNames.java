@@ -27,7 +27,7 @@ public class ConfigNames {
         Set<String> topic = new TreeSet<>(org.apache.kafka.storage.internals.log.LogConfig.configNames());
         Set<String> producer = new TreeSet<>(org.apache.kafka.clients.producer.ProducerConfig.configNames());
         Set<String> consumer = new TreeSet<>(org.apache.kafka.clients.consumer.ConsumerConfig.configNames());
-        System.out.println("{\"kafka_version\": \"" + org.apache.kafka.common.utils.AppInfoParser.getVersion()
+        System.out.println("{\"kafka_version\": \"" + clientsVersion()
                 + "\", \"broker\": " + json(broker) + ", \"topic\": " + json(topic)
                 + ", \"producer\": " + json(producer) + ", \"consumer\": " + json(consumer) + "}");
     }
@@ -52,5 +52,17 @@ public class ConfigNames {
 
     private static String json(Set<String> names) {
         return names.stream().map(n -> "\"" + n + "\"").collect(Collectors.joining(", ", "[", "]"));
+    }
+
+    /** kafka-clients' release, from the file its jar carries (AppInfoParser, which reads it, moved in 4.4). */
+    private static String clientsVersion() {
+        java.util.Properties props = new java.util.Properties();
+        try (java.io.InputStream in = org.apache.kafka.clients.producer.ProducerConfig.class
+                .getResourceAsStream("/kafka/kafka-version.properties")) {
+            props.load(in);
+        } catch (java.io.IOException | NullPointerException e) {
+            return "unknown";
+        }
+        return props.getProperty("version", "unknown");
     }
 }

@@ -6,7 +6,6 @@ import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.OutOfOrderSequenceException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
-import org.apache.kafka.common.utils.AppInfoParser;
 
 import java.util.List;
 import java.util.Map;
@@ -83,7 +82,7 @@ public final class Child {
             throw new IllegalStateException(e);
         }
         out.send(List.of(Lines.hello(ProcessHandle.current().pid()),
-                "K java " + AppInfoParser.getVersion() + " " + settings));
+                "K java " + clientsVersion() + " " + settings));
     }
 
     /**
@@ -117,5 +116,19 @@ public final class Child {
             }
         }
         return false;
+    }
+
+    /** kafka-clients' own release, from the file its jar carries (AppInfoParser, which reads it, moved in 4.4). */
+    static String clientsVersion() {
+        java.util.Properties props = new java.util.Properties();
+        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
+                .getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in != null) {
+                props.load(in);
+            }
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+        return props.getProperty("version", "unknown");
     }
 }
