@@ -62,6 +62,13 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               stops_process=False, restarts=False, request_level=True),
     FaultKind("lossy-network", "node", "drop a fraction of the node's packets at random (iptables statistic)",
               ("lossy network", "lossy networks"), "#26a69a", stops_process=False, restarts=False),
+    FaultKind("rolling-restart", "node", "every broker in turn: controlled shutdown (SIGTERM), start, wait until "
+              "it is back in every ISR it left, next", ("rolling restart", "rolling restarts"), "#5c6bc0",
+              stops_process=False, restarts=False),
+    FaultKind("rolling-upgrade", "node", "the rolling restart with each node coming back on another Kafka "
+              "release's image (KRaft: controllers first), then the version setting raised: metadata.version, or "
+              "inter.broker.protocol.version and a second roll", ("rolling upgrade", "rolling upgrades"), "#3949ab",
+              stops_process=False, restarts=False),
 )}
 UNKNOWN_FAULT_COLOUR = "#757575"
 

@@ -33,6 +33,7 @@ from testcontainers.core.network import Network
 
 from clusters import cleanup, config
 from clusters.errors import AdminError, ClusterError
+from clusters.features import set_feature
 from clusters.image import ensure_image
 from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_state
 from clusters.request_path import RequestPath
@@ -142,6 +143,8 @@ class Cluster:
             cluster.route_clients()
             cluster._await(cluster._brokers_ready, "every broker registers and a controller is elected",
                            cluster.brokers)
+            for name, level in spec.features.items():
+                set_feature(cluster.brokers[0], name, level)
         except BaseException:
             cluster.teardown()
             raise
@@ -524,6 +527,11 @@ class Cluster:
                 return
             time.sleep(1)
         raise ClusterError(f"{node.name} did not serve again within {timeout:.0f}s; log tail: {node.log_tail()}")
+
+    def replace_version(self, node: Node, version: str) -> None:
+        """Put a stopped node on Kafka ``version``'s image (built if missing), over the same disk and config:
+        a rolling upgrade's step. It stays stopped; :meth:`recover` starts it."""
+        node.recreate(ensure_image(version), {LABEL_VERSION: version})
 
     def _serves(self, node: Node) -> bool:
         if node.role == "zookeeper":

@@ -17,11 +17,12 @@ LAST_ZOOKEEPER_MAJOR = 3  # ZooKeeper mode was removed in 4.0
 RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 
-def kafka_release(version: str) -> tuple[int, int, int]:
-    """``3.9.2`` as (3, 9, 2); anything that is not an Apache Kafka release number is a one-line ClusterError."""
+def kafka_release(version: str, setting: str = "cluster.kafka_version") -> tuple[int, int, int]:
+    """``3.9.2`` as (3, 9, 2); anything that is not an Apache Kafka release number is a one-line ClusterError
+    naming the ``setting`` it came from."""
     found = RELEASE.match(version)
     if found is None:
-        raise ClusterError(f"cluster.kafka_version must be an Apache Kafka release such as 3.9.2, not {version!r}")
+        raise ClusterError(f"{setting} must be an Apache Kafka release such as 3.9.2, not {version!r}")
     major, minor, patch = (int(part) for part in found.groups())
     return major, minor, patch
 
@@ -31,12 +32,12 @@ def kafka_major(version: str) -> int:
     return kafka_release(version)[0]
 
 
-def check_kafka_version(version: str) -> None:
+def check_kafka_version(version: str, setting: str = "cluster.kafka_version") -> None:
     """Refuse a release older than kchaos runs (ClusterError, one line); whether Maven Central serves it is
     found out when its jars are resolved."""
-    if kafka_release(version)[:2] < OLDEST_KAFKA:
+    if kafka_release(version, setting)[:2] < OLDEST_KAFKA:
         oldest = ".".join(map(str, OLDEST_KAFKA))
-        raise ClusterError(f"cluster.kafka_version={version}: kchaos runs Kafka {oldest} and later "
+        raise ClusterError(f"{setting}={version}: kchaos runs Kafka {oldest} and later "
                            f"(covered by its tests: {', '.join(SUPPORTED_KAFKA_VERSIONS)})")
 
 

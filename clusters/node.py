@@ -38,6 +38,7 @@ LABEL_OWNER = "io.kchaos.owner-pid"   # the harness process that must tear it do
 LABEL_METADATA = "io.kchaos.metadata"  # zookeeper or kraft
 LABEL_KRAFT_ID = "io.kchaos.kraft-cluster-id"  # KRaft mode only: the id every node's storage is formatted with
 
+STOP_TIMEOUT_S = 120  # a controlled shutdown moves every leadership first; Kafka's own default waits as long
 FREEZE_ATTEMPTS = 4  # runc refused one pause of a scenario run here, with a test suite running beside it
 
 SERVICE_PORTS: dict[str, int] = {"zookeeper": 2181, "broker": 9092, "controller": 9093}
@@ -104,6 +105,20 @@ class Node:
         return str(self.container.status)
 
     @property
+    def version(self) -> str:
+        """The Kafka release the node's container runs (a rolling upgrade changes it)."""
+        return str(self.container.labels.get(LABEL_VERSION, "unknown"))
+
+    def set_server_setting(self, name: str, value: str) -> None:
+        """Set one line of the node's server.properties (in its config dir), read when it next starts: what an
+        operator edits between two rolls."""
+        path = None if self.config_dir is None else self.config_dir / "server.properties"
+        if path is None or not path.is_file():
+            raise ClusterError(f"{self.name} has no server.properties in its config dir to set {name} in")
+        lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{name}=")]
+        path.write_text("\n".join([*lines, f"{name}={value}"]) + "\n")
+
+    @property
     def running(self) -> bool:
         return self.status == "running"
 
@@ -159,6 +174,39 @@ class Node:
             raise
         finally:
             hold.unlink(missing_ok=True)
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stop the node as an operator does: SIGTERM, so a broker shuts down in a controlled way (its leaderships
+        moved first); SIGKILL only if it is still running after ``timeout_s``."""
+        try:
+            self.container.stop(timeout=int(timeout_s))
+        except docker.errors.APIError as e:
+            raise ClusterError(f"could not stop {self.name}: {e.explanation}") from None
+        self._await_status({"exited", "dead"}, "stop")
+
+    def recreate(self, image: str, labels: dict[str, str]) -> None:
+        """Replace the stopped node's container with one of ``image``: the same name, host name, network alias,
+        mounts (its data and config dirs), kchaos environment and command, ``labels`` changed (a rolling upgrade:
+        the node comes back on another Kafka's jars over the same disk). Left stopped; :meth:`start` starts it."""
+        if self.running:
+            raise ClusterError(f"{self.name} is running: stop it before it is replaced")
+        old = self.container
+        old.reload()
+        config, host = old.attrs["Config"], old.attrs["HostConfig"]
+        api = old.client.api  # type: ignore[union-attr]
+        env = [e for e in config["Env"] or [] if e.startswith("KCHAOS_")]
+        try:
+            old.remove()
+            created = api.create_container(
+                image, command=config["Cmd"], name=old.name, hostname=config["Hostname"], environment=env,
+                labels={**config["Labels"], **labels},
+                host_config=api.create_host_config(binds=host["Binds"], network_mode=self.network),
+                networking_config=api.create_networking_config(
+                    {self.network: api.create_endpoint_config(aliases=[self.name])}))
+        except docker.errors.APIError as e:
+            raise ClusterError(f"could not replace {self.name}'s container with one of {image}: "
+                               f"{e.explanation}") from None
+        self.container = old.client.containers.get(created["Id"])  # type: ignore[union-attr]
 
     def _start_container(self) -> None:
         self.container.start()

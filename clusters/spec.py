@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusters.errors import ClusterError
-from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, LAST_ZOOKEEPER_MAJOR, check_kafka_version, kafka_major
+from clusters.features import SETTABLE
+from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, LAST_ZOOKEEPER_MAJOR, at_least, check_kafka_version, kafka_major
 
 MetadataMode = Literal["zookeeper", "kraft"]
 
@@ -25,6 +26,8 @@ class ClusterSpec:
     zookeepers: int = 3
     controllers: int = 3
     broker_config: dict[str, str] = field(default_factory=dict)
+    # KRaft feature levels finalized with kafka-features.sh once the brokers serve, before any topic exists
+    features: dict[str, int] = field(default_factory=dict)
     data_size_mb: int = 2048
     broker_heap: str = "-Xms256m -Xmx768m"
     zookeeper_heap: str = "-Xms64m -Xmx256m"
@@ -44,6 +47,8 @@ class ClusterSpec:
         if self.metadata == "zookeeper" and kafka_major(self.kafka_version) > LAST_ZOOKEEPER_MAJOR:
             raise ClusterError(f"Kafka {self.kafka_version} has no ZooKeeper mode (removed in 4.0): "
                                "set cluster.metadata=kraft")
+        for name, level in self.features.items():
+            self._check_feature(name, level)
         if self.brokers < 1:
             raise ClusterError(f"cluster.brokers must be at least 1, not {self.brokers}")
         if self.metadata == "zookeeper" and (self.zookeepers < 1 or self.zookeepers % 2 == 0):
@@ -54,6 +59,19 @@ class ClusterSpec:
             raise ClusterError("cluster.inter_broker_request_path needs the request path (ClusterSpec.request_path)")
         if self.data_size_mb < 256:
             raise ClusterError(f"cluster.data_size_mb must be at least 256, not {self.data_size_mb}")
+
+
+    def _check_feature(self, name: str, level: int) -> None:
+        if self.metadata != "kraft":
+            raise ClusterError(f"cluster.features.{name}: features are KRaft's; ZooKeeper mode has none")
+        if name not in SETTABLE:
+            raise ClusterError(f"cluster.features.{name}: not a feature kchaos sets (one of {', '.join(SETTABLE)})")
+        since = SETTABLE[name]
+        if not at_least(self.kafka_version, *since):
+            raise ClusterError(f"cluster.features.{name}: Kafka {self.kafka_version} has no such feature (it came "
+                               f"in {since[0]}.{since[1]})")
+        if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+            raise ClusterError(f"cluster.features.{name} must be a level (0, 1, 2 ...), not {level!r}")
 
 
 @dataclass(frozen=True)

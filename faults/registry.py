@@ -13,10 +13,11 @@ from faults.partition import PartitionFault
 from faults.pause import PauseFault
 from faults.power_loss import PowerLossFault
 from faults.replay_requests import ReplayRequestsFault
+from faults.rolling import RollingRestartFault, RollingUpgradeFault
 from faults.slow_network import SlowNetworkFault
 
 FAULTS: dict[str, type[Fault]] = {
     f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault,
                         ClientCrashFault, DelayRequestsFault, DropResponsesFault, ReplayRequestsFault,
-                        LossyNetworkFault)
+                        LossyNetworkFault, RollingRestartFault, RollingUpgradeFault)
 }

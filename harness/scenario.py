@@ -33,7 +33,7 @@ from harness.kafka_settings import (check_broker_settings, check_consumer_settin
 
 Scalar = Union[bool, int, float, str]
 Client = Library
-CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config"}
+CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config", "features"}
 ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client")
 LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
                        "added to config")
@@ -74,6 +74,10 @@ class ClusterModel(Strict):
     zookeepers: int = Field(3, ge=1, le=7, description="ZooKeeper mode only")
     controllers: int = Field(3, ge=1, le=7, description="KRaft mode only: dedicated controllers")
     broker_config: dict[str, Scalar] = {}
+    features: dict[str, int] = Field({}, description="KRaft feature levels finalized with kafka-features.sh before "
+                                     "any topic exists, e.g. eligible.leader.replicas.version: 0 (Eligible Leader "
+                                     "Replicas off; new 4.1+ clusters have them on) or transaction.version: 1 "
+                                     "(transactions without KIP-890's version 2); 4.0 and later")
     data_size_mb: int = Field(2048, ge=256)
     inter_broker_request_path: bool = Field(False, description="the request path between the brokers too (their "
                                             "inter-broker listener goes through the proxy), so request-level faults "
@@ -319,10 +323,14 @@ class FaultModel(FaultFields):
     @model_validator(mode="before")
     @classmethod
     def _client_default(cls, raw: Any) -> Any:
-        """A client fault with no target hits any workload client, not a partition leader."""
-        if isinstance(raw, dict) and "target" not in raw and raw.get("kind") in FAULTS \
-                and FAULTS[raw["kind"]].targets == CLIENT_TARGETS:
-            return {**raw, "target": "random-client"}
+        """A client fault with no target hits any workload client, not a partition leader; a fault with one
+        target (a rolling restart: all brokers) hits that one."""
+        if isinstance(raw, dict) and "target" not in raw and raw.get("kind") in FAULTS:
+            targets = FAULTS[raw["kind"]].targets
+            if targets == CLIENT_TARGETS:
+                return {**raw, "target": "random-client"}
+            if len(targets) == 1:
+                return {**raw, "target": targets[0]}
         return raw
 
     @field_validator("target")
@@ -558,6 +566,7 @@ class Scenario(Strict):
         return ClusterSpec(kafka_version=c.kafka_version, metadata=c.metadata, brokers=c.brokers,
                            zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()},
+                           features=dict(c.features),
                            request_path=c.inter_broker_request_path or any(
                                FAULTS[f.kind].request_level or (f.then is not None and FAULTS[f.then.kind].request_level)
                                for f in self.faults),
