@@ -275,11 +275,12 @@ def producer_state(m: re.Match[str]) -> Fields:
     return {"kind": "producer_state", **_partition(m), "to_offset": int(m["offset"])}
 
 
-@template("Loading producer state from snapshot file ", r"^\[ProducerStateManager partition=" + _TP + r"\] Loading "
+@template("Loading producer state from snapshot file ", r"^\[ProducerStateManager partition=" + _TP + r"\] ?Loading "
           r"producer state from snapshot file 'SnapshotFile\(offset=(?P<offset>-?\d+)")
 def producer_snapshot(m: re.Match[str]) -> Fields:
     """[ProducerStateManager partition=chaos-5] Loading producer state from snapshot file
-    'SnapshotFile(offset=14012, file=/data/kafka/chaos-5/00000000000000014012.snapshot)'."""
+    'SnapshotFile(offset=14012, file=/data/kafka/chaos-5/00000000000000014012.snapshot)'. 3.5 writes no space
+    after the bracket."""
     return {"kind": "producer_snapshot", **_partition(m), "snapshot_offset": int(m["offset"])}
 
 
