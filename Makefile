@@ -20,9 +20,11 @@ chaos-acksall: setup
 	$(KCHAOS) run scenarios/acksall-leader-kill.yaml
 
 # every scenario with `nightly: true`, then runs/index.html (the matrix) and runs/junit.xml;
-# SHARD=K/N runs only shard K of N (`kchaos matrix ROOT... --out DIR --junit FILE` merges the shards)
+# SHARD=K/N runs only shard K of N (`kchaos matrix ROOT... --out DIR --junit FILE` merges the shards);
+# KAFKA_VERSIONS="3.5.2 4.4.0" and CLIENT_VERSIONS="2.3.0 2.16.1" run each scenario on each release
 chaos-nightly: setup
-	$(KCHAOS) nightly --out runs --junit runs/junit.xml $(if $(SHARD),--shard $(SHARD))
+	$(KCHAOS) nightly --out runs --junit runs/junit.xml $(if $(SHARD),--shard $(SHARD)) \
+	  $(foreach v,$(KAFKA_VERSIONS),--kafka-version $(v)) $(foreach v,$(CLIENT_VERSIONS),--client-version $(v))
 
 # refresh constraints.txt (the Python versions setup installs) from pyproject.toml, in a throw-away venv
 lock:

@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     nightly.add_argument("--shard", type=shard_arg, metavar="K/N",
                          help="run only shard K of N (1 <= K <= N), balanced by expected duration; every shard "
                               "computes the same partition, `kchaos matrix` merges their folders")
+    nightly.add_argument("--kafka-version", action="append", default=[], metavar="V",
+                         help="run every nightly scenario on this Kafka release (repeat for several: versions "
+                              "as an axis; pairs a release cannot run, ZooKeeper on 4.x, are left out)")
+    nightly.add_argument("--client-version", action="append", default=[], metavar="V",
+                         help="and with this workload.client_version (a confluent-kafka release for librdkafka "
+                              "scenarios, a kafka-clients one for Java ones; repeat for several)")
 
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -152,7 +158,9 @@ def dispatch(args: argparse.Namespace) -> int:
                             args.spark_master)
     if args.command == "nightly":
         return nightly(directory(args.scenarios, "a folder of scenario files"), writable_root(args.out),
-                       args.junit or args.out / JUNIT, shard=args.shard)
+                       args.junit or args.out / JUNIT, shard=args.shard,
+                       kafka_versions=tuple(dict.fromkeys(args.kafka_version)),
+                       client_versions=tuple(dict.fromkeys(args.client_version)))
     if args.command == "cluster":
         return commands.cluster(args.action, args)
     raise AssertionError(args.command)

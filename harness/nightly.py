@@ -47,11 +47,36 @@ class Variant:
     load_s: float = field(default=0.0, compare=False)  # workload + settle: the run's wall time less the overhead
 
 
-def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
+def across_versions(variants: list[Variant], setting: str, versions: tuple[str, ...],
+                    label: str) -> tuple[list[Variant], list[str]]:
+    """Each variant once per version (``setting=version``, named ``<variant>@<label><version>``); the pairs that
+    cannot be (ZooKeeper on Kafka 4, a setting the release lacks) are left out, each with a line saying why."""
+    if not versions:
+        return variants, []
+    crossed, left_out = [], []
+    for v in variants:
+        for version in versions:
+            overrides = (*v.overrides, f"{setting}={version}")
+            try:
+                scenario = load_scenario(v.path, list(overrides), None)
+            except HarnessError as e:
+                left_out.append(f"{v.name} on {label}{version}: {str(e).split(': ', 1)[-1]}")
+                continue
+            crossed.append(Variant(f"{v.name}@{label}{version}", v.path, overrides, expected_seconds(scenario),
+                                   v.load_s))
+    return crossed, left_out
+
+
+def nightly_scenarios(folder: Path, kafka_versions: tuple[str, ...] = (),
+                      client_versions: tuple[str, ...] = ()) -> tuple[list[Variant], list[Outcome]]:
     """The runs the nightly scenario files ask for, and an error outcome for each file that does not load.
 
     ``nightly: true`` runs a file as written; ``nightly: [zookeeper, kraft]``
-    runs it once per metadata mode, named ``<scenario>@<mode>``.
+    runs it once per metadata mode, named ``<scenario>@<mode>``. Versions are
+    an axis: each run once per Kafka release in ``kafka_versions``
+    (``<run>@kafka-3.5.2``) and per client release in ``client_versions``
+    (workload.client_version, ``<run>@client-2.5.0``); a pair that cannot be
+    is left out with a printed line, not counted as broken.
     """
     chosen: list[Variant] = []
     broken: list[Outcome] = []
@@ -71,6 +96,10 @@ def nightly_scenarios(folder: Path) -> tuple[list[Variant], list[Outcome]]:
                 except HarnessError:
                     expected = expected_seconds(scenario)
                 chosen.append(Variant(f"{scenario.name}@{mode}", path, (setting,), expected, load_seconds(scenario)))
+    chosen, left_out = across_versions(chosen, "cluster.kafka_version", kafka_versions, "kafka-")
+    chosen, more = across_versions(chosen, "workload.client_version", client_versions, "client-")
+    for line in left_out + more:
+        print(f"nightly: left out {line}")
     for i, outcome in enumerate(broken):
         outcome.order = i
     seen: dict[str, Path] = {}
@@ -165,8 +194,9 @@ def choose(chosen: list[Variant], expected: dict[str, float], shard: Shard | Non
 
 
 def nightly(scenarios: Path, out: Path, junit: Path,
-            runner: Callable[[Variant, Path, Path], Outcome] = run_one, shard: Shard | None = None) -> int:
-    chosen, broken = nightly_scenarios(scenarios)
+            runner: Callable[[Variant, Path, Path], Outcome] = run_one, shard: Shard | None = None,
+            kafka_versions: tuple[str, ...] = (), client_versions: tuple[str, ...] = ()) -> int:
+    chosen, broken = nightly_scenarios(scenarios, kafka_versions, client_versions)
     if not chosen and not broken:
         raise HarnessError(f"{scenarios}: no scenario has `nightly: true`")
     log_dir = out / NIGHTLY_LOGS

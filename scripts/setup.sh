@@ -87,4 +87,5 @@ step "Spark class archive (the checker's JVM starts from it)"
 .venv/bin/python -m spark_analysis.make_class_archive
 
 step "Node images and the setting names of each Kafka version"
-.venv/bin/python -m clusters.prepare
+# the default releases, and any the nightly names (KAFKA_VERSIONS="3.5.2 4.4.0"); each build's time is printed
+.venv/bin/python -m clusters.prepare $(for v in ${KAFKA_VERSIONS:-}; do printf -- '--also %s ' "$v"; done)

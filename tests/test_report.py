@@ -595,6 +595,21 @@ def test_the_matrix_adds_up_runs_per_configuration_and_fault(runs_root: Path) ->
     assert "acks=1: the leader alone acknowledges" in page and "acks=all, min.insync=2" in page
 
 
+def test_runs_on_several_versions_get_a_column_each(runs_root: Path, tmp_path: Path) -> None:
+    """The nightly's version axis: a row per scenario and mode, a column per Kafka release and client; a root of
+    one version has no such table."""
+    assert 'id="versions"' not in (runs_root / "index.html").read_text()
+    make_run(tmp_path, "acks1-leader-kill.yaml", stamp="20260101T000000.000000Z")
+    newer = make_run(tmp_path, "acks1-leader-kill.yaml", stamp="20260102T000000.000000Z")
+    scenario = yaml.safe_load((newer / "scenario.yaml").read_text())
+    scenario["cluster"]["kafka_version"] = "3.10.0"  # a column after 3.9.2 by number, not by text
+    (newer / "scenario.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    write_matrix(tmp_path)
+    table = Table((tmp_path / "index.html").read_text(), "versions")
+    assert [c.split(" · ")[0] for c in table.rows[0][1:]] == ["3.9.2", "3.10.0"]
+    assert table.rows[1][0] == "acks1-leader-kill · ZooKeeper" and all("1/1 met" in c for c in table.rows[1][1:])
+
+
 def test_a_cell_of_runs_that_proved_nothing_is_grey(tmp_path: Path) -> None:
     run = make_run(tmp_path, "acks1-leader-kill.yaml")
     write_results(RunDir(run), {**json.loads((run / "results.json").read_text()), "cut_short": True})

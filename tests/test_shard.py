@@ -380,3 +380,20 @@ def _cmdline(proc: Path) -> bytes:
         return (proc / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_versions_are_an_axis_and_impossible_pairs_are_left_out(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Each nightly run once per Kafka release named, and per client release; ZooKeeper on 4.x is no run (a line
+    says so), not a broken file."""
+    chosen, broken = nightly_scenarios(tiny_catalog(tmp_path / "scenarios"), ("3.5.2", "4.4.0"), ("2.3.0",))
+    assert not broken
+    assert sorted(v.name for v in chosen) == [
+        "tiny-producer-crash@kafka-3.5.2@client-2.3.0",
+        "tiny-quiet@kraft@kafka-3.5.2@client-2.3.0", "tiny-quiet@kraft@kafka-4.4.0@client-2.3.0",
+        "tiny-quiet@zookeeper@kafka-3.5.2@client-2.3.0"]
+    quiet = next(v for v in chosen if v.name == "tiny-quiet@kraft@kafka-4.4.0@client-2.3.0")
+    assert quiet.overrides == ("cluster.metadata=kraft", "cluster.kafka_version=4.4.0", "workload.client_version=2.3.0")
+    out = capsys.readouterr().out
+    assert "nightly: left out tiny-producer-crash on kafka-4.4.0: Kafka 4.4.0 has no ZooKeeper mode" in out
+    assert "nightly: left out tiny-quiet@zookeeper on kafka-4.4.0" in out

@@ -203,6 +203,30 @@ def build_matrix(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:
     return ordered, columns
 
 
+def version_column(run: Run) -> str:
+    """A run's column in the by-version table: the Kafka release and the client that ran ("3.9.2 · java 3.9.2")."""
+    return f"{run.config['kafka'].split(' ')[0]} · {run.config['client']}"
+
+
+def release_order(column: str) -> tuple:
+    """Columns by Kafka release as numbers (3.10 after 3.9), then by client."""
+    release, _, client = column.partition(" · ")
+    return tuple(int(p) if p.isdigit() else 0 for p in release.split(".")), client
+
+
+def build_versions(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The runs by version: a row per scenario and metadata mode, a column per Kafka release and client (the
+    nightly's version axis); no rows when every run ran one version, so the page shows no such table."""
+    columns = sorted({version_column(r) for r in runs}, key=release_order)
+    if len(columns) < 2:
+        return [], columns
+    rows: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        name = f"{r.scenario} · {r.config['kafka'].split(' ', 1)[-1]}"
+        rows.setdefault(name, {"name": name, "cells": {}})["cells"].setdefault(version_column(r), Cell()).runs.append(r)
+    return [rows[name] for name in sorted(rows)], columns
+
+
 def newest_run(runs: list[Run]) -> str:
     """When the newest run started (from its stamp): the page says this, not when it was written, so the same
     runs always make the same page (a merged nightly's is byte for byte an unsharded one's)."""
@@ -220,7 +244,9 @@ def write_matrix(root: Path) -> Path:
     root = Path(root)
     runs, skipped = find_runs(root)
     rows, columns = build_matrix(runs)
+    by_version, version_columns = build_versions(runs)
     page = templates().get_template("matrix.html.j2").render(
         rows=rows, columns=columns, verdicts=VERDICTS, runs=len(runs), skipped=skipped,
+        by_version=by_version, version_columns=version_columns,
         headers={c: fault_header(c) for c in columns}, newest=newest_run(runs))
     return write_atomically(root / INDEX, page)
