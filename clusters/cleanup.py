@@ -17,6 +17,8 @@ from pathlib import Path
 import docker
 import docker.errors
 from docker.models.containers import Container
+from docker.models.networks import Network
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from clusters.node import LABEL_CLUSTER, LABEL_OWNER, LABEL_WORKDIR
 from clusters.storage import leftover_images, release_loop
@@ -46,10 +48,7 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
         list(pool.map(_remove_container, containers))
     for net in client.networks.list(filters=_label_filter(cluster_id)):
         seen.add(net.attrs.get("Labels", {}).get(LABEL_CLUSTER, "?"))
-        try:
-            net.remove()
-        except docker.errors.NotFound:
-            pass
+        _remove_network(net)
     for image in leftover_images(f"{cluster_id}-" if cluster_id else ""):
         seen.add(image.name.split("-", 1)[0])
         release_loop(image)
@@ -57,6 +56,20 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
     for workdir in workdirs:  # the cluster's own scratch folder: configs and unmounted data dirs
         shutil.rmtree(workdir, ignore_errors=True)
     return sorted(seen)
+
+
+def endpoints_linger(error: BaseException) -> bool:
+    """dockerd refused to remove a network whose containers it has just removed: their endpoints are released a
+    moment later (seen after a rolling upgrade had replaced every container)."""
+    return isinstance(error, docker.errors.APIError) and "active endpoints" in str(error)
+
+
+@retry(retry=retry_if_exception(endpoints_linger), stop=stop_after_delay(20), wait=wait_fixed(0.5), reraise=True)
+def _remove_network(net: Network) -> None:
+    try:
+        net.remove()
+    except docker.errors.NotFound:
+        pass
 
 
 def _remove_container(container: Container) -> None:

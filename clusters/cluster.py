@@ -210,14 +210,17 @@ class Cluster:
     def attach(cls, cluster_id: str | None = None) -> "Cluster":
         """Find a running cluster started by ``kchaos cluster up`` (the newest one by default)."""
         client = docker.from_env()
-        found = client.containers.list(all=True, filters={"label": LABEL_CLUSTER})
+        # one cluster named: only its containers are listed (another harness may be removing its own meanwhile)
+        label = LABEL_CLUSTER if cluster_id is None else f"{LABEL_CLUSTER}={cluster_id}"
+        found = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+        if not found and cluster_id is not None:
+            running = {c.labels[LABEL_CLUSTER] for c in client.containers.list(
+                all=True, filters={"label": LABEL_CLUSTER}, ignore_removed=True)}
+            raise ClusterError(f"no kchaos cluster {cluster_id!r}; running: {', '.join(sorted(running)) or 'none'}")
         if not found:
             raise ClusterError("no kchaos cluster is running: start one with `kchaos cluster up`")
-        ids = {c.labels[LABEL_CLUSTER] for c in found}
         if cluster_id is None:
             cluster_id = max(found, key=lambda c: c.attrs["Created"]).labels[LABEL_CLUSTER]
-        elif cluster_id not in ids:
-            raise ClusterError(f"no kchaos cluster {cluster_id!r}; running: {', '.join(sorted(ids))}")
         mine = [c for c in found if c.labels[LABEL_CLUSTER] == cluster_id]
         labels = mine[0].labels
         workdir = Path(labels[LABEL_WORKDIR])

@@ -8,6 +8,8 @@ mode has none of them.
 
 from __future__ import annotations
 
+import re
+
 from clusters.errors import ClusterError
 from clusters.kafka_versions import at_least
 from clusters.node import Node
@@ -34,12 +36,12 @@ def run_features(broker: Node, *args: str) -> str:
 
 
 def finalized_level(describe: str, feature: str) -> str | None:
-    """A feature's FinalizedVersionLevel in ``kafka-features.sh describe``'s output (tab-separated
-    ``Name: value`` cells, one feature a line), or None when the output does not list it."""
+    """A feature's FinalizedVersionLevel in ``kafka-features.sh describe``'s output (one feature a line, its
+    ``Name: value`` cells apart by a tab before 4.0 and by padding since), or None when it does not list it."""
     for line in describe.splitlines():
-        cells = dict(cell.split(": ", 1) for cell in line.strip().split("\t") if ": " in cell)
-        if cells.get("Feature") == feature:
-            return cells.get("FinalizedVersionLevel")
+        found = re.match(r"\s*Feature: (\S+)\s.*?\bFinalizedVersionLevel: (\S+)", line)
+        if found is not None and found.group(1) == feature:
+            return found.group(2)
     return None
 
 

@@ -2,7 +2,8 @@
 
 One cluster per Kafka version (module fixture): nodes and the quorum, a
 power cut right after start, acks=all traffic, a partition-leader kill, an
-active-controller kill, a broker cut from the controllers, the CLI on it,
+active-controller kill, a broker cut from the controllers, the CLI on it, a
+rolling upgrade (3.9 to 4.x) or a feature change and a rolling restart (4.x),
 and a teardown that leaves nothing behind.
 """
 
@@ -25,6 +26,8 @@ from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import create_topic
 from faults.partition import PartitionFault
 from faults.power_loss import PowerLossFault
+from faults.rolling import RollingRestartFault, RollingUpgradeFault
+from clusters.features import finalized_level, run_features, set_feature
 from conftest import assert_nothing_left, start_owned_cluster  # the module pytest loaded: tests/ has no __init__.py
 from waiting import eventually
 from helpers import maps_class_archive
@@ -85,26 +88,24 @@ def test_power_loss_right_after_start_restarts_on_the_crash_image(kraft: Cluster
     assert broker.running and broker.node_id in kraft.registered_brokers()
 
 
-def test_acks_all_traffic_reads_back_whole(kraft: Cluster) -> None:
-    topic = TopicSpec(f"t-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
-    create_topic(kraft, topic)
-    states = kraft.partitions(topic.name)
-    assert all(len(s.isr) == 3 and s.leader in s.isr for s in states)
-
-    producer = Producer({"bootstrap.servers": kraft.bootstrap_servers, "acks": "all",
+def write_all(cluster: Cluster, topic: str) -> None:
+    """MESSAGES writes under acks=all, every one acknowledged."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5})
     acked: list[int] = []
     for seq in range(MESSAGES):
-        producer.produce(topic.name, value=str(seq).encode(),
+        producer.produce(topic, value=str(seq).encode(),
                          on_delivery=lambda err, msg: acked.append(int(msg.value())) if err is None else None)
         producer.poll(0)
     assert producer.flush(60) == 0
     assert sorted(acked) == list(range(MESSAGES))
 
-    # read back from the start as the harness's final read does; (no committed-offset lookup: on a
-    # fresh KRaft cluster the first group coordinator answers NOT_COORDINATOR for a moment, and
-    # librdkafka's assign() then never fetches the offsets again)
-    consumer = Consumer({"bootstrap.servers": kraft.bootstrap_servers, "group.id": f"g-{topic.name}",
+
+def read_all(cluster: Cluster, topic: TopicSpec) -> set[int]:
+    """Every value in the topic, read from the start as the harness's final read does (no committed-offset
+    lookup: on a fresh KRaft cluster the first group coordinator answers NOT_COORDINATOR for a moment, and
+    librdkafka's assign() then never fetches the offsets again)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic.name}",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic.name, p, OFFSET_BEGINNING) for p in range(topic.partitions)])
     seen: set[int] = set()
@@ -112,7 +113,16 @@ def test_acks_all_traffic_reads_back_whole(kraft: Cluster) -> None:
     while len(seen) < MESSAGES and time.monotonic() < deadline:
         seen.update(int(m.value()) for m in consumer.consume(1000, timeout=1) if m.error() is None)
     consumer.close()
-    assert seen == set(range(MESSAGES))
+    return seen
+
+
+def test_acks_all_traffic_reads_back_whole(kraft: Cluster) -> None:
+    topic = TopicSpec(f"t-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
+    create_topic(kraft, topic)
+    states = kraft.partitions(topic.name)
+    assert all(len(s.isr) == 3 and s.leader in s.isr for s in states)
+    write_all(kraft, topic.name)
+    assert read_all(kraft, topic) == set(range(MESSAGES))
 
 
 def test_killed_leader_is_replaced_by_an_isr_member(kraft: Cluster) -> None:
@@ -187,3 +197,32 @@ def test_cli_refuses_impossible_kraft_clusters_in_one_line(args: list[str], mess
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert message in bad.stderr and bad.stderr.strip().count("\n") == 0
+
+
+def test_a_roll_by_the_book_keeps_what_was_acknowledged(kraft: Cluster) -> None:
+    """Last on each cluster. On 3.9: the rolling upgrade to the newest 4.x (controllers, then brokers, each back
+    in every ISR it left before the next; then metadata.version raised). On 4.x: a feature finalized and
+    taken back (kafka-features.sh), then the rolling restart. Every node runs the release it should, every ISR
+    is whole, and every write acknowledged before the roll reads back after it."""
+    topic = TopicSpec(f"roll-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
+    create_topic(kraft, topic)
+    write_all(kraft, topic.name)
+    before = kraft.spec.kafka_version
+    if before == DEFAULT_KAFKA_VERSION:
+        fault = RollingUpgradeFault(kraft, topic.name, random.Random(1), {"to_version": NEWEST_KAFKA_4})
+        after = NEWEST_KAFKA_4
+    else:
+        broker = kraft.brokers[0]
+        set_feature(broker, "eligible.leader.replicas.version", 0)
+        assert finalized_level(run_features(broker, "describe"), "eligible.leader.replicas.version") in (None, "0")
+        set_feature(broker, "eligible.leader.replicas.version", 1)
+        fault = RollingRestartFault(kraft, topic.name, random.Random(1))
+        after = before
+    detail = fault.apply(sorted(kraft.brokers, key=lambda n: n.node_id))
+    print(f"\n{detail}")
+    assert {n.name: n.version for n in kraft.nodes} == {n.name: after for n in kraft.nodes}
+    assert detail.count("in every ISR it left after") == 3
+    if after != before:
+        assert f"metadata.version raised to {after.rsplit('.', 1)[0]}-" in detail
+    assert all(len(s.isr) == 3 for s in kraft.partitions(topic.name))
+    assert read_all(kraft, topic) == set(range(MESSAGES))

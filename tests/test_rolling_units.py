@@ -69,8 +69,15 @@ def test_a_setting_is_set_once_in_server_properties(tmp_path: Path) -> None:
 
 
 def test_the_finalized_metadata_version_is_read_from_kafka_features_describe() -> None:
-    """The line as kafka-features.sh describe printed it on a 3.5.2 broker (tab-separated cells)."""
+    """The lines as kafka-features.sh describe printed them on a 3.5.2 broker (tab-separated cells) and a 4.3.1
+    one (padded)."""
     out = ("Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 3.5-IV2\t"
            "FinalizedVersionLevel: 3.5-IV2\tEpoch: 357\n")
     assert finalized_level(out, "metadata.version") == "3.5-IV2"
     assert finalized_level(out, "transaction.version") is None
+    padded = ("Feature: eligible.leader.replicas.version          SupportedMinVersion: 0                "
+              "SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: 27\n"
+              "Feature: metadata.version                          SupportedMinVersion: 3.3-IV3          "
+              "SupportedMaxVersion: 4.3-IV0          FinalizedVersionLevel: 4.3-IV0          Epoch: 27\n")
+    assert finalized_level(padded, "metadata.version") == "4.3-IV0"  # as 4.3.1 prints it
+    assert finalized_level(padded, "eligible.leader.replicas.version") == "1"
