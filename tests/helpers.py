@@ -1,4 +1,4 @@
-"""What the cluster tests share: a fresh topic, a history file's lines, what a node's JVM maps."""
+"""What the tests share: a fresh topic, a history file's lines, what a node's JVM maps, scenario overrides."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from clusters.cluster import Cluster
+from clusters.kafka_versions import SUPPORTED_KAFKA_VERSIONS
 from clusters.node import Node
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic
+from harness.scenario import Scenario
 
 
 def new_topic(cluster: Cluster, prefix: str, partitions: int = 3, min_insync: int = 1) -> str:
@@ -29,3 +31,10 @@ def maps_class_archive(node: Node) -> bool:
     """Whether the node's JVM (the container's first process) has the image's class-data-sharing archive mapped:
     with -Xshare:auto a JVM that cannot use the archive starts without it and says nothing."""
     return "/opt/kafka/classes.jsa" in Path(f"/proc/{node.pid}/maps").read_text()
+
+
+def upgrade_past(version: str, scenario: Scenario) -> list[str]:
+    """Overrides that keep a scenario's rolling upgrades possible when its cluster starts on ``version``: they
+    go to the newest supported release instead."""
+    return [f"faults.{i}.options.to_version={SUPPORTED_KAFKA_VERSIONS[-1]}" for i, f in enumerate(scenario.faults)
+            if f.kind == "rolling-upgrade" and version != SUPPORTED_KAFKA_VERSIONS[-1]]

@@ -26,6 +26,7 @@ from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
 from clusters.spec import ClusterSpec
 from harness import cli
 from harness.scenario import load_scenario
+from helpers import upgrade_past
 
 KCHAOS = Path(sys.executable).parent / "kchaos"
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
@@ -123,7 +124,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, bytes], list[str], str]] = {
                                        "no nightly outcome record"),
     "cluster up of no brokers": ({}, ["cluster", "up", "--brokers", "0"], "cluster.brokers must be at least 1"),
     "cluster up of a bad version": ({}, ["cluster", "up", "--kafka-version", "banana"],
-                                    "cluster.kafka_version must look like 3.9.2"),
+                                    "cluster.kafka_version must be an Apache Kafka release such as 3.9.2"),
 }
 
 
@@ -212,7 +213,9 @@ def test_the_names_the_harness_and_the_scenarios_use_are_known(kafka_version: st
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_shipped_scenarios_pass_on_kafka_4_too(path: Path) -> None:
-    load_scenario(path, ["cluster.metadata=kraft", f"cluster.kafka_version={NEWEST_KAFKA_4}"])
+    plain = load_scenario(path)
+    load_scenario(path, ["cluster.metadata=kraft", f"cluster.kafka_version={NEWEST_KAFKA_4}",
+                         *upgrade_past(NEWEST_KAFKA_4, plain)])
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from clusters.kraft_metadata import QuorumState, new_cluster_id, newest, quorum_
 from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import ask_again
 from harness.scenario import load_scenario
+from helpers import upgrade_past
 
 
 def test_min_insync_above_rf_is_refused_in_one_line() -> None:
@@ -180,7 +181,7 @@ def test_every_scenario_runs_on_kraft(path: Path) -> None:
     spec = scenario.cluster_spec()
     assert spec.metadata == "kraft" and spec.controllers == 3
     newest_kafka = load_scenario(path, ["cluster.metadata=kraft", "cluster.kafka_version=4.3.1",
-                                        "cluster.controllers=1"])
+                                        "cluster.controllers=1", *upgrade_past("4.3.1", scenario)])
     assert newest_kafka.cluster_spec().controllers == 1
 
 

@@ -11,6 +11,7 @@ import pytest
 from catalogue.exits import HarnessError
 from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from harness.scenario import load_scenario
+from helpers import upgrade_past
 
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
 
@@ -187,7 +188,8 @@ def test_every_shipped_scenario_runs_on_the_java_client(path: Path) -> None:
     scenario = load_scenario(path, ["workload.client=java"])
     assert scenario.workload.producer_client == "java"
     if scenario.cluster.metadata == "kraft" or "zk" not in path.stem:
-        kafka4 = load_scenario(path, ["workload.client=java", "cluster.kafka_version=4.3.1", "cluster.metadata=kraft"])
+        kafka4 = load_scenario(path, ["workload.client=java", "cluster.kafka_version=4.3.1", "cluster.metadata=kraft",
+                                      *upgrade_past("4.3.1", scenario)])
         assert kafka4.workload.consumer_client == "java"
 
 
