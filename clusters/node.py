@@ -96,7 +96,13 @@ class Node:
         return self.name
 
     def refresh(self) -> None:
-        self.container.reload()
+        container = self.container
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            if self.container is container:
+                raise
+            self.container.reload()  # replaced meanwhile (a rolling upgrade): ask the new one
 
     @property
     def status(self) -> str:
@@ -196,17 +202,20 @@ class Node:
         api = old.client.api  # type: ignore[union-attr]
         env = [e for e in config["Env"] or [] if e.startswith("KCHAOS_")]
         try:
-            old.remove()
+            # made under a name of its own and handed to the node before the old one goes: other threads
+            # asking this node's status meanwhile see a stopped node, never a container that is gone
             created = api.create_container(
-                image, command=config["Cmd"], name=old.name, hostname=config["Hostname"], environment=env,
-                labels={**config["Labels"], **labels},
+                image, command=config["Cmd"], name=f"{old.name}-next", hostname=config["Hostname"],
+                environment=env, labels={**config["Labels"], **labels},
                 host_config=api.create_host_config(binds=host["Binds"], network_mode=self.network),
                 networking_config=api.create_networking_config(
                     {self.network: api.create_endpoint_config(aliases=[self.name])}))
+            self.container = old.client.containers.get(created["Id"])  # type: ignore[union-attr]
+            old.remove()
+            self.container.rename(old.name)
         except docker.errors.APIError as e:
             raise ClusterError(f"could not replace {self.name}'s container with one of {image}: "
                                f"{e.explanation}") from None
-        self.container = old.client.containers.get(created["Id"])  # type: ignore[union-attr]
 
     def _start_container(self) -> None:
         self.container.start()
