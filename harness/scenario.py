@@ -27,7 +27,7 @@ from faults.targets import CLIENT_TARGETS, TARGETS
 from workloads.client import LIBRARIES, Library
 from workloads.confluent_release import is_release
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
-from verdicts.expect import EXPECTABLE, EXPECTATION
+from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
@@ -397,8 +397,9 @@ class Scenario(Strict):
             by_client = value if isinstance(value, dict) else {"": value}
             for client, count in by_client.items():
                 where = f"expect.{key}.{client}" if client else f"expect.{key}"
-                if client and client not in LIBRARIES:
-                    raise ValueError(f"{where}: an expectation per client names librdkafka or java")
+                if client and client not in LIBRARIES and not RELEASE_CONDITION.match(client):
+                    raise ValueError(f"{where}: an expectation per client names librdkafka or java, one per "
+                                     "release a condition like kafka<3.6 or kafka>=4.0")
                 if isinstance(count, bool) or not (isinstance(count, int) or EXPECTATION.match(str(count))):
                     raise ValueError(f"{where} must be a count or a comparison like \">0\", not {count!r}")
         return expect

@@ -231,8 +231,21 @@ def test_an_expectation_per_client_is_the_one_of_the_client_that_ran_the_role() 
     assert assess(expect, results, None).unmet == ["consumer_skipped is 0, expected >0"]  # librdkafka unless said
 
 
+def test_an_expectation_per_release_is_the_first_one_the_cluster_meets() -> None:
+    """Hanging transactions before partition verification (3.6) and none after: one file states both."""
+    expect = {"hanging_transaction": {"kafka<3.6": ">0", "kafka>=3.6": 0}, "lost": 0}
+    results = {"valid": False, "counts": {"hanging_transaction": 2, "lost": 0}}
+    on = {"cluster": {"kafka_version": "3.5.2"}}
+    assert assess(expect, results, on) == Assessment(MET)
+    on = {"cluster": {"kafka_version": "3.10.0"}}  # by number: 3.10 is after 3.6
+    assert assess(expect, results, on).unmet == ["hanging_transaction is 2, expected 0"]
+    assert assess({"lost": {"kafka>=4": ">0"}}, results, on) == Assessment(MET)  # no condition met: none applies
+
+
 @pytest.mark.parametrize("text, message", [
     ("expect: {lost: {jvm: 0}}", "expect.lost.jvm: an expectation per client names librdkafka or java"),
+    ("expect: {lost: {kafka=>3.6: 0}}", "expect.lost.kafka=>3.6: an expectation per client names librdkafka or "
+                                         "java, one per release a condition like kafka<3.6"),
     ("expect: {lost: {java: lots}}", "expect.lost.java must be a count or a comparison"),
 ])
 def test_bad_expectations_per_client_get_one_line(tmp_path: Path, text: str, message: str) -> None:

@@ -54,13 +54,29 @@ class Assessment:
         return {"outcome": self.outcome, "unmet": self.unmet, "not_judged": self.not_judged}
 
 
+# an expectation given per Kafka release: the key names the releases it is for ("kafka<3.6", "kafka>=4.0")
+RELEASE_CONDITION = re.compile(r"^kafka(>=|<=|>|<|==)(\d+(?:\.\d+){0,2})$")
+
+
+def release_holds(condition: str, version: str) -> bool:
+    """Whether Kafka ``version`` (3.9.2) meets ``condition`` (kafka>=3.6), compared part by part as numbers."""
+    found = RELEASE_CONDITION.match(condition)
+    assert found is not None  # the scenario validated it
+    op, bound = found.group(1), tuple(int(p) for p in found.group(2).split("."))
+    release = tuple(int(p) if p.isdigit() else 0 for p in version.split("."))[:len(bound)]
+    return OPS[op](release, bound)  # type: ignore[arg-type]
+
+
 def for_clients(expect: dict[str, Any] | None, scenario: dict[str, Any] | None) -> dict[str, Any]:
     """The expectations that apply to this run: one given per client (``{librdkafka: ">0", java: 0}``) is the
-    value for the client that ran the anomaly's role, and none when that client has none."""
+    value for the client that ran the anomaly's role, one given per release (``{"kafka<3.6": ">0", "kafka>=3.6":
+    0}``) the value of the first condition the cluster's release meets; none when nothing applies."""
     out = {}
+    version = str(((scenario or {}).get("cluster") or {}).get("kafka_version") or "")
     for key, wanted in (expect or {}).items():
         if isinstance(wanted, dict):
-            wanted = wanted.get(client_of(key, scenario))
+            by_release = [v for k, v in wanted.items() if RELEASE_CONDITION.match(k) and release_holds(k, version)]
+            wanted = by_release[0] if by_release else wanted.get(client_of(key, scenario))
         if wanted is not None:
             out[key] = wanted
     return out
