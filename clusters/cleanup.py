@@ -38,7 +38,7 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
     client = docker.from_env()
     seen: set[str] = set()
     workdirs: set[Path] = set()
-    containers = client.containers.list(all=True, filters=_label_filter(cluster_id))
+    containers = client.containers.list(all=True, filters=_label_filter(cluster_id), ignore_removed=True)
     for c in containers:
         seen.add(c.labels.get(LABEL_CLUSTER, "?"))
         if LABEL_WORKDIR in c.labels:
@@ -90,10 +90,12 @@ def _alive(pid: int) -> bool:
 
 
 def remove_orphans() -> list[str]:
-    """Remove clusters whose owning harness process is gone (it was killed mid-run)."""
+    """Remove clusters whose owning harness process is gone (it was killed mid-run). Containers another harness
+    removes while they are listed are passed over (``ignore_removed``): a run starting beside another one's
+    teardown once ended in a 404."""
     client = docker.from_env()
     orphans = set()
-    for c in client.containers.list(all=True, filters={"label": LABEL_OWNER}):
+    for c in client.containers.list(all=True, filters={"label": LABEL_OWNER}, ignore_removed=True):
         owner = int(c.labels.get(LABEL_OWNER, "0") or 0)
         if owner > 0 and not _alive(owner):
             orphans.add(c.labels[LABEL_CLUSTER])
