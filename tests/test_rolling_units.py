@@ -13,6 +13,7 @@ from clusters.features import finalized_level
 from faults.rolling import IBP, RollingRestartFault, RollingUpgradeFault, minor_release
 from harness.scenario import load_scenario
 from catalogue.exits import HarnessError
+from verdicts.report.settings import durability_settings
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "rolling-upgrade.yaml"
 KRAFT = ClusterSpec(kafka_version="3.9.2", metadata="kraft")
@@ -81,3 +82,9 @@ def test_the_finalized_metadata_version_is_read_from_kafka_features_describe() -
               "SupportedMaxVersion: 4.3-IV0          FinalizedVersionLevel: 4.3-IV0          Epoch: 27\n")
     assert finalized_level(padded, "metadata.version") == "4.3-IV0"  # as 4.3.1 prints it
     assert finalized_level(padded, "eligible.leader.replicas.version") == "1"
+
+
+def test_the_report_says_the_release_a_rolling_upgrade_brings() -> None:
+    s = load_scenario(SCENARIO, []).resolved()
+    kafka = dict(durability_settings(s))["Kafka"]
+    assert kafka.startswith("3.9.2 (kraft), then 4.3.1 by a rolling upgrade")

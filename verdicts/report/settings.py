@@ -56,7 +56,11 @@ def durability_settings(scenario: dict[str, Any] | None) -> list[tuple[str, Any]
              for name, alias in (("flush.messages", "log.flush.interval.messages"),
                                  ("flush.ms", "log.flush.interval.ms"))]
     return [
-        ("Kafka", f"{cluster.get('kafka_version', '?')} ({cluster.get('metadata', '?')})"),
+        ("Kafka", f"{cluster.get('kafka_version', '?')} ({cluster.get('metadata', '?')})"
+                  + "".join(f", then {(f.get('options') or {}).get('to_version', '?')} by a rolling upgrade (the "
+                            "timeline's rolling-upgrade band; its detail has each node's step)"
+                            for f in scenario.get("faults") or []
+                            if isinstance(f, dict) and f.get("kind") == "rolling-upgrade")),
         ("brokers", cluster.get("brokers", "?")),
         ("producer client", client),
         *[(name, value if _named(name, named) else f"{value} ({client} default)") for name, value in producer.items()],
