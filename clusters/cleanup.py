@@ -46,15 +46,16 @@ def remove_cluster(cluster_id: str | None = None) -> list[str]:
     # in parallel: one `docker rm -f` takes 1-2 s on a busy machine, six in a row exceed 10 s
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(containers)))) as pool:
         list(pool.map(_remove_container, containers))
-    for net in client.networks.list(filters=_label_filter(cluster_id)):
-        seen.add(net.attrs.get("Labels", {}).get(LABEL_CLUSTER, "?"))
-        _remove_network(net)
     for image in leftover_images(f"{cluster_id}-" if cluster_id else ""):
         seen.add(image.name.split("-", 1)[0])
         release_loop(image)
         image.unlink(missing_ok=True)
     for workdir in workdirs:  # the cluster's own scratch folder: configs and unmounted data dirs
         shutil.rmtree(workdir, ignore_errors=True)
+    # last: a network dockerd will not let go of must not keep the mounts and loop devices above
+    for net in client.networks.list(filters=_label_filter(cluster_id)):
+        seen.add(net.attrs.get("Labels", {}).get(LABEL_CLUSTER, "?"))
+        _remove_network(net)
     return sorted(seen)
 
 

@@ -155,9 +155,11 @@ class LoopVolume:
 
 
 def release_loop(image: Path, mountpoint: Path | None = None) -> None:
-    """Unmount whatever the loop devices of ``image`` are mounted at, then detach them."""
-    found = run(["losetup", "-j", str(image)], "losetup -j") if image.exists() else ""
-    devices = [line.split(":", 1)[0] for line in found.splitlines() if line.strip()]
+    """Unmount whatever the loop devices of ``image`` are mounted at, then detach them (also when the file is
+    gone: a test's temporary folder removed under a device still attached)."""
+    attached = run(["losetup", "-a", "-O", "NAME,BACK-FILE", "-n"], "losetup -a")
+    devices = [name for name, _, back in (line.strip().partition(" ") for line in attached.splitlines())
+               if name and back.split(" (deleted)")[0] == str(image)]
     mounts = Path("/proc/mounts").read_text().splitlines()
     for line in mounts:
         source, target = line.split()[:2]
