@@ -3,7 +3,7 @@
 One cluster per Kafka version (module fixture): nodes and the quorum, a
 power cut right after start, acks=all traffic, a partition-leader kill, an
 active-controller kill, a broker cut from the controllers, the CLI on it, a
-rolling upgrade (3.9 to 4.x) or a feature change and a rolling restart (4.x),
+rolling upgrade (3.9 to 4.x) or a feature changed and back (4.x),
 and a teardown that leaves nothing behind.
 """
 
@@ -26,7 +26,7 @@ from clusters.spec import ClusterSpec, TopicSpec
 from clusters.topics import create_topic
 from faults.partition import PartitionFault
 from faults.power_loss import PowerLossFault
-from faults.rolling import RollingRestartFault, RollingUpgradeFault
+from faults.rolling import RollingUpgradeFault
 from clusters.features import finalized_level, run_features, set_feature
 from conftest import assert_nothing_left, start_owned_cluster  # the module pytest loaded: tests/ has no __init__.py
 from waiting import eventually
@@ -201,28 +201,24 @@ def test_cli_refuses_impossible_kraft_clusters_in_one_line(args: list[str], mess
 
 def test_a_roll_by_the_book_keeps_what_was_acknowledged(kraft: Cluster) -> None:
     """Last on each cluster. On 3.9: the rolling upgrade to the newest 4.x (controllers, then brokers, each back
-    in every ISR it left before the next; then metadata.version raised). On 4.x: a feature finalized and
-    taken back (kafka-features.sh), then the rolling restart. Every node runs the release it should, every ISR
-    is whole, and every write acknowledged before the roll reads back after it."""
+    in every ISR it left before the next; then metadata.version raised): every node runs 4.x, every ISR is
+    whole, every write acknowledged before the roll reads back after it. On 4.x: a feature finalized and
+    taken back with kafka-features.sh (the rolling restart is the upgrade's roll without the new image)."""
+    broker = kraft.brokers[0]
+    if kraft.spec.kafka_version != DEFAULT_KAFKA_VERSION:
+        set_feature(broker, "eligible.leader.replicas.version", 0)
+        assert finalized_level(run_features(broker, "describe"), "eligible.leader.replicas.version") == "0"
+        set_feature(broker, "eligible.leader.replicas.version", 1)
+        assert finalized_level(run_features(broker, "describe"), "eligible.leader.replicas.version") == "1"
+        return
     topic = TopicSpec(f"roll-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
     create_topic(kraft, topic)
     write_all(kraft, topic.name)
-    before = kraft.spec.kafka_version
-    if before == DEFAULT_KAFKA_VERSION:
-        fault = RollingUpgradeFault(kraft, topic.name, random.Random(1), {"to_version": NEWEST_KAFKA_4})
-        after = NEWEST_KAFKA_4
-    else:
-        broker = kraft.brokers[0]
-        set_feature(broker, "eligible.leader.replicas.version", 0)
-        assert finalized_level(run_features(broker, "describe"), "eligible.leader.replicas.version") in (None, "0")
-        set_feature(broker, "eligible.leader.replicas.version", 1)
-        fault = RollingRestartFault(kraft, topic.name, random.Random(1))
-        after = before
+    fault = RollingUpgradeFault(kraft, topic.name, random.Random(1), {"to_version": NEWEST_KAFKA_4})
     detail = fault.apply(sorted(kraft.brokers, key=lambda n: n.node_id))
     print(f"\n{detail}")
-    assert {n.name: n.version for n in kraft.nodes} == {n.name: after for n in kraft.nodes}
+    assert {n.name: n.version for n in kraft.nodes} == {n.name: NEWEST_KAFKA_4 for n in kraft.nodes}
     assert detail.count("in every ISR it left after") == 3
-    if after != before:
-        assert f"metadata.version raised to {after.rsplit('.', 1)[0]}-" in detail
+    assert f"metadata.version raised to {NEWEST_KAFKA_4.rsplit('.', 1)[0]}-" in detail
     assert all(len(s.isr) == 3 for s in kraft.partitions(topic.name))
     assert read_all(kraft, topic) == set(range(MESSAGES))
