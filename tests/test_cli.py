@@ -26,7 +26,6 @@ from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_4
 from clusters.spec import ClusterSpec
 from harness import cli
 from harness.scenario import load_scenario
-from helpers import upgrade_past
 
 KCHAOS = Path(sys.executable).parent / "kchaos"
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
@@ -209,13 +208,6 @@ def test_the_names_the_harness_and_the_scenarios_use_are_known(kafka_version: st
     assert names.broker_accepts("unstable.api.versions.enable")
     assert not names.broker_accepts("listener.name.plaintext.no.such.setting")
     assert not names.broker_accepts("retention.ms") and "retention.ms" in names.topic
-
-
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_shipped_scenarios_pass_on_kafka_4_too(path: Path) -> None:
-    plain = load_scenario(path)
-    load_scenario(path, ["cluster.metadata=kraft", f"cluster.kafka_version={NEWEST_KAFKA_4}",
-                         *upgrade_past(NEWEST_KAFKA_4, plain)])
 
 
 @pytest.fixture
