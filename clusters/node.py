@@ -91,6 +91,7 @@ class Node:
     config_dir: Path | None = None   # host folder mounted at /etc/kchaos: where the hold file goes
     # fault name -> what it re-applies in the node's new network namespace at every start
     network_rules: dict[str, NetworkRule] = field(default_factory=dict)
+    earlier_logs: bytes = b""  # what the containers a rolling upgrade replaced had logged
 
     def __str__(self) -> str:
         return self.name
@@ -211,6 +212,8 @@ class Node:
                 networking_config=api.create_networking_config(
                     {self.network: api.create_endpoint_config(aliases=[self.name])}))
             self.container = old.client.containers.get(created["Id"])  # type: ignore[union-attr]
+            # the log goes with the container: kept, so the run's logs/ and forensics see the whole story
+            self.earlier_logs += bytes(old.logs(stdout=True, stderr=True))
             old.remove()
             self.container.rename(old.name)
         except docker.errors.APIError as e:
@@ -236,7 +239,8 @@ class Node:
         self._await_status({"running"}, "thaw")
 
     def logs(self) -> bytes:
-        return bytes(self.container.logs(stdout=True, stderr=True))
+        """Everything the node logged: its containers' before a rolling upgrade replaced them, then its own."""
+        return self.earlier_logs + bytes(self.container.logs(stdout=True, stderr=True))
 
     def log_tail(self, lines: int = 5) -> str:
         tail = self.container.logs(stdout=True, stderr=True, tail=lines).decode(errors="replace")

@@ -211,6 +211,7 @@ def test_a_roll_by_the_book_keeps_what_was_acknowledged(kraft: Cluster) -> None:
         set_feature(broker, "eligible.leader.replicas.version", 1)
         assert finalized_level(run_features(broker, "describe"), "eligible.leader.replicas.version") == "1"
         return
+    before = kraft.spec.kafka_version
     topic = TopicSpec(f"roll-{uuid.uuid4().hex[:6]}", partitions=3, replication_factor=3, min_insync_replicas=2)
     create_topic(kraft, topic)
     write_all(kraft, topic.name)
@@ -218,6 +219,8 @@ def test_a_roll_by_the_book_keeps_what_was_acknowledged(kraft: Cluster) -> None:
     detail = fault.apply(sorted(kraft.brokers, key=lambda n: n.node_id))
     print(f"\n{detail}")
     assert {n.name: n.version for n in kraft.nodes} == {n.name: NEWEST_KAFKA_4 for n in kraft.nodes}
+    # a node's log holds both releases' lines: the replaced container's too, for logs/ and the forensics
+    assert all(f"Kafka version: {v}".encode() in n.logs() for n in kraft.nodes for v in (before, NEWEST_KAFKA_4))
     assert detail.count("in every ISR it left after") == 3
     assert f"metadata.version raised to {NEWEST_KAFKA_4.rsplit('.', 1)[0]}-" in detail
     assert all(len(s.isr) == 3 for s in kraft.partitions(topic.name))
