@@ -257,7 +257,7 @@ def split_plus(expression: str) -> list[str]:
 
 # what a Java expression on a line stands for, where its name (camelCase to snake_case, opt(...) taken off) does
 # not say it
-JAVA_ALIASES = {"first": "first_seq", "java": "library", "AppInfoParser.getVersion()": "version",
+JAVA_ALIASES = {"first": "first_seq", "java": "library", "clientsVersion()": "version",
                 "settings": "settings_json", "p": "partition", "position[p]": "position",
                 "from.producer()": "from_producer", "from.seq()": "from_seq",
                 "source.producer()": "from_producer", "source.seq()": "from_seq"}
