@@ -101,12 +101,19 @@ def producer_spec(**config: object) -> dict:
 def test_a_producer_says_who_it_is_refuses_what_never_entered_the_client_and_stops(version: str) -> None:
     proc = start(version, "producer", producer_spec(acks="1"))
     try:
-        time.sleep(3)  # each send waits max.block.ms for metadata that never comes
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        # each send waits max.block.ms for metadata that never comes: stop once a few have been tried (on a
+        # loaded machine the JVM may take seconds to send its first)
+        head: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while sum(line.startswith(b"S ") for line in head) < 3 and time.monotonic() < deadline:  # S: a send done
+            line = proc.stdout.readline()
+            if not line:
+                break
+            head.append(line)
         proc.stdin.write(STOP)  # and no EOF: that would say the harness died
         proc.stdin.flush()
-        assert proc.stdout is not None and proc.stderr is not None
-        out = proc.stdout.read()
+        out = b"".join(head) + proc.stdout.read()
         proc.wait(timeout=30)
         err = proc.stderr.read()
     finally:
