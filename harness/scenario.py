@@ -212,12 +212,16 @@ class WorkloadModel(Strict):
         return own if own is not None else self.client_version if client == self.client else None
 
     @property
+    def role_releases(self) -> list[tuple[Client, str | None]]:
+        """Each role's client and pinned release, in role order (None: no pin, or the role runs no process)."""
+        return [(self.producer_client, self.producer_client_version),
+                (self.consumer_client, self.consumer_client_version if self.consumers.count else None),
+                (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None)]
+
+    @property
     def pinned_releases(self) -> list[str]:
         """Every confluent-kafka release some role runs other than the locked one, each once, in role order."""
-        roles = [(self.producer_client, self.producer_client_version),
-                 (self.consumer_client, self.consumer_client_version if self.consumers.count else None),
-                 (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None)]
-        return list(dict.fromkeys(v for client, v in roles if client == "librdkafka" and v is not None))
+        return list(dict.fromkeys(v for client, v in self.role_releases if client == "librdkafka" and v is not None))
 
     @property
     def producer_config(self) -> dict[str, Scalar]:
@@ -435,11 +439,7 @@ class Scenario(Strict):
     def java_client_releases(self) -> list[str]:
         """Every kafka-clients release some Java role runs, each once, in role order: the Java program is built
         against each before the cluster starts."""
-        w = self.workload
-        roles = [(w.producer_client, w.producer_client_version),
-                 (w.consumer_client, w.consumer_client_version if w.consumers.count else None),
-                 (w.pipeline_client, w.pipeline_client_version if w.pipeline is not None else None)]
-        releases = [v or self.cluster.kafka_version for client, v in roles if client == "java"]
+        releases = [v or self.cluster.kafka_version for client, v in self.workload.role_releases if client == "java"]
         return list(dict.fromkeys(releases))
 
     def _transactions_possible(self) -> None:
