@@ -12,11 +12,10 @@ import re
 
 from clusters.errors import ClusterError
 from clusters.kafka_versions import at_least
-from clusters.node import Node
+from clusters.node import SELF_BOOTSTRAP, Node
 
 # kafka-features.sh: the Java tool since 3.7, the Scala one before (3.7-3.9 ship both)
 TOOL, OLD_TOOL = "org.apache.kafka.tools.FeatureCommand", "kafka.admin.FeatureCommand"
-BOOTSTRAP = "localhost:9092"  # the broker's own PLAINTEXT listener, never the request path
 TOOL_TIMEOUT_S = 120
 # the features a scenario may set, and the release that brought each (metadata.version: a rolling upgrade's)
 SETTABLE = {"eligible.leader.replicas.version": (4, 0), "transaction.version": (4, 0), "group.version": (4, 0)}
@@ -26,7 +25,7 @@ def run_features(broker: Node, *args: str) -> str:
     """kafka-features.sh ``args`` run in ``broker`` against itself; its stdout (ClusterError, one line, when it
     fails)."""
     tool = TOOL if at_least(broker.version, 3, 7) else OLD_TOOL
-    done = broker.exec("java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", tool, "--bootstrap-server", BOOTSTRAP, *args,
+    done = broker.exec("java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", tool, "--bootstrap-server", SELF_BOOTSTRAP, *args,
                        timeout_s=TOOL_TIMEOUT_S)
     if done.returncode != 0:
         tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from clusters.errors import ClusterError
-from clusters.node import Node
+from clusters.node import SELF_BOOTSTRAP, Node
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ SHELL = ["sh", "-c", f'printf "%b" "$1" > {CONF}.properties && printf "%b" "$2" 
 JAVA = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:SharedArchiveFile=/opt/kafka/classes.jsa",
         f"-Dlog4j.configuration=file:{CONF}.properties", f"-Dlog4j2.configurationFile=file:{CONF}2.properties",
         "-cp", "/opt/kafka/libs/*", TOOL]
-BOOTSTRAP = "localhost:9092"  # the broker's own PLAINTEXT listener, never the request path
 MAX_TRANSACTION_TIMEOUT_MIN = 0
 TOOL_TIMEOUT_S = 90
 
@@ -87,7 +86,7 @@ def parse_list(text: str) -> list[dict[str, Any]]:
 
 def run_tool(node: Node, *args: str, timeout_s: float = TOOL_TIMEOUT_S) -> str:
     """The tool's stdout for ``args`` run in ``node``; ClusterError (with its stderr's last line) when it fails."""
-    done = node.exec(*SHELL, *JAVA, "--bootstrap-server", BOOTSTRAP, *args, timeout_s=timeout_s)
+    done = node.exec(*SHELL, *JAVA, "--bootstrap-server", SELF_BOOTSTRAP, *args, timeout_s=timeout_s)
     if done.returncode != 0:
         why = "timed out" if done.returncode in (124, 137) else f"exit {done.returncode}"
         tail = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]

@@ -42,6 +42,8 @@ STOP_TIMEOUT_S = 120  # a controlled shutdown moves every leadership first; Kafk
 FREEZE_ATTEMPTS = 4  # runc refused one pause of a scenario run here, with a test suite running beside it
 
 SERVICE_PORTS: dict[str, int] = {"zookeeper": 2181, "broker": 9092, "controller": 9093}
+# what a tool run inside a broker's container bootstraps from: its own PLAINTEXT listener, never the request path
+SELF_BOOTSTRAP = f"localhost:{SERVICE_PORTS['broker']}"
 # while this file exists in a node's config dir (/etc/kchaos in the container), its entry point waits
 # before it starts the service: clusters/images/run-node.sh
 HOLD_FILE = "hold"
