@@ -25,8 +25,8 @@ def run_features(broker: Node, *args: str) -> str:
     """kafka-features.sh ``args`` run in ``broker`` against itself; its stdout (ClusterError, one line, when it
     fails)."""
     tool = TOOL if at_least(broker.version, 3, 7) else OLD_TOOL
-    done = broker.exec("java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", tool, "--bootstrap-server", SELF_BOOTSTRAP, *args,
-                       timeout_s=TOOL_TIMEOUT_S)
+    done = broker.exec("java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", tool, "--bootstrap-server", SELF_BOOTSTRAP,
+                       *args, timeout_s=TOOL_TIMEOUT_S)
     if done.returncode != 0:
         tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
         raise ClusterError(f"kafka-features.sh {' '.join(args)} in {broker.name} failed (exit {done.returncode})"
