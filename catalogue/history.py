@@ -44,8 +44,14 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "request": ("fault", "api", "api_version", "client", "node", "connection", "correlation_id", "action", "cause",
                 "held_ns", "released_ns", "response_ns", "response_error", "client_closed", "outcome", "detail",
                 "listener"),
+    # a rolling fault's steps, written after it healed, so the report can draw each node's release over time:
+    # restarted (``node`` stopped at stopped_ns, serving on ``version`` from time_ns, back in every ISR it left at
+    # in_sync_ns: null for a controller) or raised (``setting`` raised to ``value`` for the whole cluster)
+    "node-version": ("fault", "step", "node", "role", "from_version", "version", "stopped_ns", "time_ns",
+                     "in_sync_ns", "setting", "value"),
 }
 FAULT_PHASES = ("start", "heal", "skipped")
+NODE_VERSION_STEPS = ("restarted", "raised")
 
 # --- the line protocol a workload process speaks on its stdout (workloads/protocol.py parses it) -----------
 

@@ -54,6 +54,7 @@ class Fault(ABC, Generic[Victim]):
     stops_process: ClassVar[bool] = False
     victim: ClassVar[str] = "node"
     request_level: ClassVar[bool] = False  # it works on the request path (clusters/proxy/)
+    evidence_kind: ClassVar[str] = "request"  # the events.jsonl kind of the lines ``evidence`` gives
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
                  options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
@@ -117,9 +118,10 @@ class Fault(ABC, Generic[Victim]):
         """Undo ``apply`` and check that it was undone."""
 
     def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
-        """The fields of the events.jsonl ``request`` lines that prove what the last application did to single
-        requests, asked after it healed; ``origin_ns`` is the run clock's origin. Node and client faults prove
-        themselves in ``apply`` and have none."""
+        """The fields of the events.jsonl lines (of kind ``evidence_kind``) that prove what the last application
+        did, asked after it healed; ``origin_ns`` is the run clock's origin. A request fault's say what it did to
+        single requests, a rolling fault's when each node came back on which release; most node and client
+        faults prove themselves in ``apply`` and have none."""
         return []
 
     def healed(self) -> str:

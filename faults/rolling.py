@@ -7,17 +7,21 @@ Strimzi and the upgrade notes describe. An upgrade of a KRaft cluster rolls the 
 brokers, and then raises the ``metadata.version`` feature to the new release's (``kafka-features.sh upgrade
 --metadata``); one of a ZooKeeper cluster, whose brokers must run with ``inter.broker.protocol.version``
 pinned to the old release while they differ, raises that setting and rolls the brokers a second time.
-Healing has nothing to undo: it checks that every node serves.
+Healing has nothing to undo: it checks that every node serves. Each node's step and each setting raised
+become ``node-version`` lines of events.jsonl once the fault healed (``evidence``): the report draws every
+node's release over time from them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tenacity import RetryError, retry, retry_if_result, stop_after_delay, wait_fixed
 
+from catalogue.history import NODE_VERSION_STEPS
 from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.features import raise_metadata_version
@@ -27,6 +31,36 @@ from clusters.spec import ClusterSpec
 from faults.base import Fault, FaultError, FaultSkipped
 
 IBP = "inter.broker.protocol.version"
+METADATA_VERSION = "metadata.version"
+RESTARTED, RAISED = NODE_VERSION_STEPS
+
+
+@dataclass(frozen=True)
+class RollStep:
+    """One step of a roll, its times on the machine's monotonic clock: kept until the fault heals, then written as
+    an events.jsonl ``node-version`` line, since the fault's detail gives each node's durations but not when."""
+
+    fault: str
+    at_ns: int  # the node serving again, or the setting raised
+    node: str | None = None
+    role: str | None = None
+    from_version: str | None = None
+    version: str | None = None
+    stopped_ns: int | None = None  # its process had stopped
+    in_sync_ns: int | None = None  # back in every ISR it left (a broker that led or followed some)
+    setting: str | None = None  # raised for the whole cluster: IBP or metadata.version
+    value: str | None = None
+
+    def event(self, origin_ns: int) -> dict[str, Any]:
+        """The line's fields, times on the run's clock (``origin_ns``: its origin)."""
+        if self.setting is not None:
+            return {"fault": self.fault, "step": RAISED, "setting": self.setting, "value": self.value,
+                    "time_ns": self.at_ns - origin_ns}
+        return {"fault": self.fault, "step": RESTARTED, "node": self.node, "role": self.role,
+                "from_version": self.from_version, "version": self.version,
+                "stopped_ns": None if self.stopped_ns is None else self.stopped_ns - origin_ns,
+                "time_ns": self.at_ns - origin_ns,
+                "in_sync_ns": None if self.in_sync_ns is None else self.in_sync_ns - origin_ns}
 
 
 def minor_release(version: str) -> str:
@@ -63,9 +97,23 @@ class RollingRestartFault(Fault):
     kind = "rolling-restart"
     options: Mapping[str, Any] = {"isr_wait_s": 180}
     targets = ("all-brokers",)
+    evidence_kind = "node-version"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps: list[RollStep] = []
 
     def apply(self, nodes: list[Node]) -> str:
         return "; ".join(self.roll(node) for node in nodes)
+
+    def evidence(self, origin_ns: int) -> list[dict[str, Any]]:
+        """A ``node-version`` line for each node it restarted and each setting it raised, even when the roll
+        stopped half-way."""
+        return [step.event(origin_ns) for step in self.steps]
+
+    def raised(self, setting: str, value: str) -> None:
+        """Note that ``setting`` now says ``value`` for the whole cluster."""
+        self.steps.append(RollStep(self.kind, time.monotonic_ns(), setting=setting, value=value))
 
     def roll(self, node: Node, version: str | None = None) -> str:
         """Stop ``node`` gracefully, start it (on ``version``'s image when given), wait until it serves and, a
@@ -76,21 +124,24 @@ class RollingRestartFault(Fault):
                 led = {s.partition for s in self.cluster.partitions(self.topic) if node.node_id in s.isr}
             except ClusterError as e:
                 raise FaultError(f"cannot see {self.topic}'s ISRs before stopping {node.name}: {e}") from None
-        began = time.monotonic()
+        was = node.version
+        began = time.monotonic_ns()
         try:
             node.stop()
-            stopped = time.monotonic() - began
+            stopped = time.monotonic_ns()
             if version is not None:
                 self.cluster.replace_version(node, version)
             self.cluster.recover(node)
         except ClusterError as e:
             raise FaultError(str(e)) from None
-        serving = time.monotonic() - began
-        said = f"{node.name}{'' if version is None else f' to {version}'}: stopped in {stopped:.1f} s, serving " \
-               f"after {serving:.1f} s"
+        step = RollStep(self.kind, time.monotonic_ns(), node.name, node.role, was, version or was, stopped)
+        self.steps.append(step)
+        said = f"{node.name}{'' if version is None else f' to {version}'}: stopped in {(stopped - began) / 1e9:.1f} " \
+               f"s, serving after {(step.at_ns - began) / 1e9:.1f} s"
         if led:
             synced = back_in_sync(self.cluster, self.topic, node, led, float(self.settings["isr_wait_s"]))
-            said += f", in every ISR it left after {serving + synced:.1f} s"
+            self.steps[-1] = replace(step, in_sync_ns=step.at_ns + int(synced * 1e9))
+            said += f", in every ISR it left after {(step.at_ns - began) / 1e9 + synced:.1f} s"
         return said
 
     def heal(self, nodes: list[Node]) -> None:
@@ -141,12 +192,15 @@ class RollingUpgradeFault(RollingRestartFault):
                     node.set_server_setting(IBP, minor_release(to))
             except ClusterError as e:
                 raise FaultError(str(e)) from None
+            self.raised(IBP, minor_release(to))
             said.append(f"{IBP} raised to {minor_release(to)}, brokers rolled again")
             said += [self.roll(node) for node in nodes]
         return "; ".join(said)
 
     def finish_kraft_upgrade(self, broker: Node, release: str) -> str:
         try:
-            return f"metadata.version raised to {raise_metadata_version(broker, release)}"
+            level = raise_metadata_version(broker, release)
         except ClusterError as e:
             raise FaultError(str(e)) from None
+        self.raised(METADATA_VERSION, level)
+        return f"{METADATA_VERSION} raised to {level}"

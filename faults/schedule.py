@@ -10,7 +10,9 @@ application that found no victim or nothing to do is one line with ``phase``
 skipped and the reason in ``detail``; so is an application that turned out,
 once healed, to have changed nothing (a request fault whose window matched
 no request: ``Fault.no_effect``), with the start_ns, end_ns and targets of
-its start and heal lines, which it voids. A fault that
+its start and heal lines, which it voids. After its heal line come the
+lines that prove what it did (``Fault.evidence``: a request fault's
+``request`` lines, a rolling fault's ``node-version`` lines). A fault that
 cannot be applied or healed stops the schedule; the run then heals and exits 2.
 """
 
@@ -188,8 +190,8 @@ class Nemesis:
             active.detail = f"{active.detail}; {healed}" if active.detail else healed
         end_ns = self.history.clock.now_ns()
         self._record(active, "heal", end_ns)
-        for request in active.fault.evidence(self.history.clock.origin_ns):
-            self.history.event("request", **request)
+        for line in active.fault.evidence(self.history.clock.origin_ns):
+            self.history.event(active.fault.evidence_kind, **line)
         reason = active.fault.no_effect()
         if reason is not None:   # it was on, and changed nothing: not applied after all
             log.info("%s on %s took no effect: %s", active.plan.kind, active.plan.target, reason)

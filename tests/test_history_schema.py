@@ -15,6 +15,7 @@ from confluent_kafka import Message
 from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LINE_NULL, LINE_OPTIONAL_FIELDS, PIPELINE_READ_FIELDS,
                                PIPELINE_SEND_FIELDS, READ_FIELDS, SEND_FIELDS, TXN_FIELDS)
 from clusters.request_path import HeldRequest
+from faults.rolling import RollStep
 from rundir.layout import RunDir
 from rundir.records import event_record, head, ordered, template
 from workloads import protocol
@@ -145,6 +146,8 @@ def test_the_events_the_harness_writes_are_the_catalogues_kinds_and_fields() -> 
     """Every event kind and field some writer gives, and no more: each catalogue field is written somewhere."""
     calls = event_calls()
     calls["request"] = set(held_request().event(0))  # the nemesis writes a request-level fault's evidence as given
+    calls["node-version"] = set(RollStep("rolling-upgrade", 5, "broker1", "broker", "3.9.2", "4.3.1", 1, 7).event(0)) \
+        | set(RollStep("rolling-upgrade", 9, setting="metadata.version", value="4.3-IV0").event(0))  # a roll's too
     assert {kind: sorted(fields) for kind, fields in calls.items()} == \
         {kind: sorted(fields) for kind, fields in EVENT_FIELDS.items()}
 
