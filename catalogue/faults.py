@@ -21,6 +21,8 @@ class FaultKind:
     ``loses_unsynced``: it takes from its victims what they had not yet
     fsynced, so with no fsync one on several brokers at once can lose
     acknowledged writes (the report's allowance).
+    ``proves``: what the fault checks before it counts as applied (a fault that
+    cannot prove it took effect stops the run, or is recorded as skipped).
     """
 
     name: str
@@ -30,44 +32,73 @@ class FaultKind:
     colour: str  # its band in the report's timeline
     stops_process: bool
     restarts: bool
+    proves: str  # how it proves it took effect, one line (the documentation's fault reference)
     request_level: bool = False  # it works on the request path: a scenario with one starts the cluster's proxy
     loses_unsynced: bool = False
 
 
 FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
     FaultKind("kill", "node", "SIGKILL the process, restart it when healed", ("kill", "kills"), "#e53935",
+              proves="every victim's process is gone when the kill returns; healing waits until each serves again",
               stops_process=True, restarts=True),
     FaultKind("pause", "node", "freeze the process (SIGSTOP), thaw it when healed: a long GC pause",
-              ("pause", "pauses"), "#8e24aa", stops_process=True, restarts=False),
+              ("pause", "pauses"), "#8e24aa",
+              proves="each victim's container reads as paused before the fault counts; healing waits until it serves",
+              stops_process=True, restarts=False),
     FaultKind("partition", "node", "drop traffic with iptables inside the node's network namespace",
-              ("network partition", "network partitions"), "#fb8c00", stops_process=False, restarts=False),
+              ("network partition", "network partitions"), "#fb8c00",
+              proves="every cut pair is probed and drops traffic both ways (clients mode: the clients reach no cut "
+              "node); a plan that cuts no link is skipped; healing probes every pair open again",
+              stops_process=False, restarts=False),
     FaultKind("power-loss", "node", "lose everything not yet fsynced; the node restarts on its crash image",
-              ("power loss", "power losses"), "#6d4c41", stops_process=True, restarts=True,
-              loses_unsynced=True),
+              ("power loss", "power losses"), "#6d4c41",
+              proves="every victim's process is gone and its disk stopped, and its crash image is mounted before it "
+              "restarts; the detail says how many ms after SIGKILL the disks stopped",
+              stops_process=True, restarts=True, loses_unsynced=True),
     FaultKind("slow-network", "node", "limit the node's bandwidth with tc tbf",
-              ("network slowdown", "network slowdowns"), "#1e88e5", stops_process=False, restarts=False),
+              ("network slowdown", "network slowdowns"), "#1e88e5",
+              proves="tc shows the tbf on the victim's interface; healing checks it is gone",
+              stops_process=False, restarts=False),
     FaultKind("disk-full", "node", "fill the node's data file system; a broker that shut itself down is "
-              "restarted when healed", ("full disk", "full disks"), "#546e7a", stops_process=True, restarts=True),
+              "restarted when healed", ("full disk", "full disks"), "#546e7a",
+              proves="the data file system's free bytes read back at most leave_bytes",
+              stops_process=True, restarts=True),
     FaultKind("client-crash", "client", "SIGKILL a producer, consumer or pipeline process; a new one takes its "
-              "place when healed", ("crash", "crashes"), "#00897b", stops_process=True, restarts=True),
+              "place when healed", ("crash", "crashes"), "#00897b",
+              proves="each victim's process is gone; healing checks that its replacement runs",
+              stops_process=True, restarts=True),
     FaultKind("delay-requests", "node", "hold requests of chosen Kafka APIs from chosen clients to the broker, "
               "then deliver them late on their own connection while new connections pass",
-              ("request delay", "request delays"), "#c0ca33", stops_process=False, restarts=False,
-              request_level=True),
+              ("request delay", "request delays"), "#c0ca33",
+              proves="a request line per held request in events.jsonl, written after healing; a window that "
+              "matched no request is recorded as skipped",
+              stops_process=False, restarts=False, request_level=True),
     FaultKind("drop-responses", "node", "deliver requests of chosen Kafka APIs from chosen clients to the broker "
               "and drop its answers: the write takes effect, the client times out", ("dropped response",
-              "dropped responses"), "#f9a825", stops_process=False, restarts=False, request_level=True),
+              "dropped responses"), "#f9a825",
+              proves="a request line per dropped response in events.jsonl; a window that matched no request is "
+              "recorded as skipped",
+              stops_process=False, restarts=False, request_level=True),
     FaultKind("replay-requests", "node", "deliver a request of a chosen Kafka API to the broker again later, on a "
               "new connection: a stale retry", ("replayed request", "replayed requests"), "#7cb342",
+              proves="a request line per replayed request in events.jsonl, with the broker's answer to the copy; "
+              "a window that matched no request is recorded as skipped",
               stops_process=False, restarts=False, request_level=True),
     FaultKind("lossy-network", "node", "drop a fraction of the node's packets at random (iptables statistic)",
-              ("lossy network", "lossy networks"), "#26a69a", stops_process=False, restarts=False),
+              ("lossy network", "lossy networks"), "#26a69a",
+              proves="its chain is read back hooked in on each victim; healing reads its packet counters (a window "
+              "that dropped nothing is skipped) and checks the chain is gone",
+              stops_process=False, restarts=False),
     FaultKind("rolling-restart", "node", "every broker in turn: controlled shutdown (SIGTERM), start, wait until "
               "it is back in every ISR it left, next", ("rolling restart", "rolling restarts"), "#5c6bc0",
+              proves="each broker stops and serves again, and is back in every ISR it left within isr_wait_s, "
+              "else the run stops",
               stops_process=False, restarts=False),
     FaultKind("rolling-upgrade", "node", "the rolling restart with each node coming back on another Kafka "
               "release's image (KRaft: controllers first), then the version setting raised: metadata.version, or "
               "inter.broker.protocol.version and a second roll", ("rolling upgrade", "rolling upgrades"), "#3949ab",
+              proves="as rolling-restart, on the new image; the raised metadata.version is read back with "
+              "kafka-features.sh describe",
               stops_process=False, restarts=False),
 )}
 UNKNOWN_FAULT_COLOUR = "#757575"

@@ -45,6 +45,8 @@ class Fault(ABC, Generic[Victim]):
     kind: ClassVar[str]
     # option name -> default; a scenario's `options:` may set only these
     options: ClassVar[Mapping[str, Any]] = {}
+    # option name -> what it does, one line: the documentation's fault reference is generated from it
+    option_help: ClassVar[Mapping[str, str]] = {}
     # the targets a scenario may give it: nodes, unless it is a ClientFault
     targets: ClassVar[tuple[str, ...]] = NODE_TARGETS
     # what the catalogue says of its kind (catalogue/faults.py), set for every subclass that names one: whether

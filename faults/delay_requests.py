@@ -9,15 +9,7 @@ was delivered (each is held for its full time) and answered, then each becomes a
 events.jsonl (``evidence``): which request, from which client, bound for which broker, on which
 connection, when held, when delivered, what the broker answered.
 
-Options (scalars, as every fault's): ``apis`` (Kafka's names, comma-separated: EndTxn, Produce,
-AddPartitionsToTxn, TxnOffsetCommit, Fetch, ...), ``hold_s`` and ``hold_max_s`` (a time drawn per request
-from [hold_s, hold_max_s]; unset: exactly hold_s), ``roles`` (comma-separated: producer, consumer,
-pipeline, broker; ``all``: every client, the harness's own included, and with the inter-broker request path the
-brokers too), ``broker`` being the brokers' own requests to each other (replica Fetch, WriteTxnMarkers, the
-ZooKeeper-mode controller's LeaderAndIsr/UpdateMetadata/StopReplica, AddPartitionsToTxn verification): only
-with ``cluster.inter_broker_request_path``,
-``connections`` (existing: only connections open when the fault starts, so a retry on a new connection
-passes; all: new ones too), ``limit`` (at most this many requests matched per broker; null: no limit).
+Options (scalars, as every fault's): ``REQUEST_OPTION_HELP`` below says what each does.
 
 :class:`RequestFault` is what every request-level fault shares (drop-responses and replay-requests are
 its other kinds); a window in which it matched no request is recorded as not having taken effect.
@@ -38,6 +30,16 @@ from faults.base import Fault, FaultError
 log = logging.getLogger(__name__)
 
 ROLES = ("producer", "consumer", "pipeline", "broker")
+REQUEST_OPTION_HELP = {
+    "apis": "Kafka's API names, comma-separated: EndTxn, Produce, AddPartitionsToTxn, TxnOffsetCommit, Fetch, ...",
+    "hold_s": "how long each request is held (delay) or when its copy is sent (replay)",
+    "hold_max_s": "with it, a time drawn per request from [hold_s, hold_max_s]; null: exactly hold_s",
+    "roles": "whose requests, comma-separated: producer, consumer, pipeline, broker (the brokers' own requests to "
+             "each other, only with cluster.inter_broker_request_path); all: every client, the harness's own too",
+    "connections": "existing: only connections open when the fault starts, so a retry on a new connection passes; "
+                   "all: new ones too",
+    "limit": "at most this many requests matched per broker; null: no limit",
+}
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
 
@@ -68,6 +70,7 @@ class RequestFault(Fault[Node]):
     no request changed nothing: ``no_effect`` says so, and the run counts it as not having taken effect."""
 
     action: ClassVar[str]       # the request path's action (clusters/proxy/core.py ACTIONS)
+    option_help: ClassVar[Mapping[str, str]] = REQUEST_OPTION_HELP
     timed: ClassVar[bool] = True   # it has hold_s and hold_max_s
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -15,6 +15,7 @@ from faults.base import Fault, FaultError
 class DiskFullFault(Fault):
     kind = "disk-full"
     options = {"leave_bytes": 0}
+    option_help = {"leave_bytes": "free bytes left on the data file system"}
 
     def apply(self, nodes: list[Node]) -> str:
         if any(n.volume is None for n in nodes):

@@ -71,6 +71,9 @@ def dropped_packets(listing: str) -> int:
 class LossyNetworkFault(Fault):
     kind = "lossy-network"
     options = {"probability": 0.1, "peers": "all"}
+    option_help = {"probability": "the chance each packet is dropped, 0 < p <= 1",
+                   "peers": "all (every packet on the interface), clients (the harness's clients) or brokers "
+                            "(the other brokers: replication)"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -133,6 +133,8 @@ def both_ways(links: Iterable[Link]) -> list[Link]:
 class PartitionFault(Fault):
     kind = "partition"
     options = {"mode": "isolate"}
+    option_help = {"mode": "isolate, brokers, halves, majority-ring, zookeeper or clients (the module's docstring "
+                           "says whom each cuts from whom)"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -96,6 +96,8 @@ class RollingRestartFault(Fault):
 
     kind = "rolling-restart"
     options: Mapping[str, Any] = {"isr_wait_s": 180}
+    option_help: Mapping[str, str] = {"isr_wait_s": "how long a restarted broker may take to be back in every ISR "
+                                                    "it left before the run stops"}
     targets = ("all-brokers",)
     evidence_kind = "node-version"
 
@@ -153,6 +155,9 @@ class RollingUpgradeFault(RollingRestartFault):
 
     kind = "rolling-upgrade"
     options: Mapping[str, Any] = {"to_version": "", "isr_wait_s": 180}
+    option_help: Mapping[str, str] = {"to_version": "the Kafka release the nodes come back on (required), newer "
+                                                    "than cluster.kafka_version",
+                                      **RollingRestartFault.option_help}
 
     @classmethod
     def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:

@@ -34,6 +34,8 @@ def shaped(node: Node) -> bool:
 class SlowNetworkFault(Fault):
     kind = "slow-network"
     options = {"rate": "1mbit", "burst": "32kbit", "latency": "400ms"}
+    option_help = {"rate": "the bandwidth tbf lets through (tc's units)", "burst": "the bucket's size (tc's units)",
+                   "latency": "how long a packet may wait in the bucket before tbf drops it"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

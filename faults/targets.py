@@ -16,6 +16,20 @@ NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node"
 # a role's name targets a client of that role; "pipeline" is appended so the others keep their order
 CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
+# what each target picks, one line: the documentation's fault reference is generated from it
+TARGET_HELP = {
+    "partition-leader": "the leader of a random partition of the workload's topic (as the brokers' metadata says)",
+    "controller": "the active controller: a broker with ZooKeeper, the KRaft quorum's leader",
+    "random-broker": "one broker at random",
+    "random-node": "one node at random: a broker, a ZooKeeper node or a KRaft controller",
+    "majority-brokers": "a random majority of the brokers",
+    "all-brokers": "every broker",
+    "txn-coordinator": "the transaction coordinator of one of the workload's transactional ids",
+    "producer": "a producer process at random",
+    "consumer": "a consumer process at random",
+    "random-client": "any workload process at random (the default of client faults)",
+    "pipeline": "an exactly-once pipeline process at random",
+}
 
 
 def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random,

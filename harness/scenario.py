@@ -68,17 +68,23 @@ class Strict(BaseModel):
 
 
 class ClusterModel(Strict):
-    kafka_version: str = DEFAULT_KAFKA_VERSION
-    metadata: Literal["zookeeper", "kraft"] = "zookeeper"
-    brokers: int = Field(3, ge=1, le=9)
+    """The Kafka cluster: its release, how it keeps its metadata, its nodes and their settings."""
+
+    kafka_version: str = Field(DEFAULT_KAFKA_VERSION, description="an Apache Kafka release from 3.5 on whose jars "
+                               "Maven Central serves (ZooKeeper mode up to 3.9); its image is built on first use")
+    metadata: Literal["zookeeper", "kraft"] = Field("zookeeper", description="how the cluster keeps its metadata: "
+                                                    "a ZooKeeper ensemble or dedicated KRaft controllers")
+    brokers: int = Field(3, ge=1, le=9, description="the number of brokers (node ids 1..N)")
     zookeepers: int = Field(3, ge=1, le=7, description="ZooKeeper mode only")
     controllers: int = Field(3, ge=1, le=7, description="KRaft mode only: dedicated controllers")
-    broker_config: dict[str, Scalar] = {}
+    broker_config: dict[str, Scalar] = Field({}, description="broker settings (server.properties names), checked "
+                                             "against the names this Kafka release defines")
     features: dict[str, int] = Field({}, description="KRaft feature levels finalized with kafka-features.sh before "
                                      "any topic exists, e.g. eligible.leader.replicas.version: 0 (Eligible Leader "
                                      "Replicas off; new 4.1+ clusters have them on) or transaction.version: 1 "
                                      "(transactions without KIP-890's version 2); 4.0 and later")
-    data_size_mb: int = Field(2048, ge=256)
+    data_size_mb: int = Field(2048, ge=256, description="the size of each broker's ext4 data file system on its "
+                              "own loop device (what disk-full fills and power-loss cuts off)")
     inter_broker_request_path: bool = Field(False, description="the request path between the brokers too (their "
                                             "inter-broker listener goes through the proxy), so request-level faults "
                                             "with roles broker can hold replica Fetch, WriteTxnMarkers and, with "
@@ -87,20 +93,27 @@ class ClusterModel(Strict):
 
 
 class TopicModel(Strict):
-    name: str = Field("kchaos", pattern=r"^[A-Za-z0-9._-]{1,200}$")
-    partitions: int = Field(6, ge=1, le=1000)
-    replication_factor: int = Field(3, ge=1)
-    min_insync_replicas: int = Field(1, ge=1)
-    config: dict[str, Scalar] = {}
+    """The workload's topic, created before the load starts."""
+
+    name: str = Field("kchaos", pattern=r"^[A-Za-z0-9._-]{1,200}$", description="the topic's name")
+    partitions: int = Field(6, ge=1, le=1000, description="its number of partitions")
+    replication_factor: int = Field(3, ge=1, description="replicas per partition, at most cluster.brokers")
+    min_insync_replicas: int = Field(1, ge=1, description="min.insync.replicas: the ISR size below which acks=all "
+                                     "writes are refused; at most replication_factor")
+    config: dict[str, Scalar] = Field({}, description="other topic settings (e.g. flush.messages), checked against "
+                                      "the names this Kafka release defines")
 
 
 class ProducersModel(Strict):
-    count: int = Field(2, ge=1, le=64)
+    """Processes that write sequence-numbered messages and report every acknowledgement."""
+
+    count: int = Field(2, ge=1, le=64, description="producer processes")
     rate: float | None = Field(None, gt=0, description="messages per second per producer; null: unbounded")
-    message_bytes: int = Field(100, ge=16, le=1_000_000)
+    message_bytes: int = Field(100, ge=16, le=1_000_000, description="the size of each message's value")
     client: Client | None = ROLE_CLIENT
     client_version: Release | None = ROLE_CLIENT_VERSION
-    config: dict[str, Scalar] = {}
+    config: dict[str, Scalar] = Field({}, description="producer settings both clients read (acks, "
+                                      "enable.idempotence, linger.ms, ...), checked by the client before the run")
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
     java_config: dict[str, Scalar] = JAVA_CONFIG
 
@@ -114,8 +127,10 @@ class ProducersModel(Strict):
 
 
 class ConsumersModel(Strict):
-    count: int = Field(1, ge=0, le=64)
-    group: str = "kchaos-app"
+    """Application consumers in one group, reading the topic live while the faults hit."""
+
+    count: int = Field(1, ge=0, le=64, description="consumer processes (0: none)")
+    group: str = Field("kchaos-app", description="their group.id")
     commit: Literal["auto", "manual"] = Field("auto", description="auto: the client's timer commits what was "
                                               "polled; manual: a synchronous commit after processing")
     processing_ms: float = Field(0, ge=0, le=600_000, description="time the application spends on each polled "
@@ -125,7 +140,9 @@ class ConsumersModel(Strict):
         "client's default")
     client: Client | None = ROLE_CLIENT
     client_version: Release | None = ROLE_CLIENT_VERSION
-    config: dict[str, Scalar] = {}
+    config: dict[str, Scalar] = Field({}, description="consumer settings both clients read (session.timeout.ms, "
+                                      "auto.commit.interval.ms, ...); group.id and enable.auto.commit are the "
+                                      "harness's")
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
     java_config: dict[str, Scalar] = JAVA_CONFIG
 
@@ -144,11 +161,11 @@ class TransactionsModel(Strict):
 class PipelineModel(Strict):
     """An exactly-once consume-transform-produce application reading the workload's topic."""
 
-    count: int = Field(1, ge=1, le=16)
+    count: int = Field(1, ge=1, le=16, description="pipeline processes, in one consumer group")
     batch: int = Field(100, ge=1, le=100_000, description="input records per transaction at most")
     output_topic: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$",
                                      description="null: the workload topic's name plus .out")
-    group: str = "kchaos-pipeline"
+    group: str = Field("kchaos-pipeline", description="the pipeline's consumer group")
     processing_ms: float = Field(0, ge=0, le=600_000, description="time each transaction stays open with its "
                                  "outputs written before it commits (where a crash lands)")
     client: Client | None = ROLE_CLIENT
@@ -165,7 +182,9 @@ class PipelineModel(Strict):
 
 
 class WorkloadModel(Strict):
-    duration_s: float = Field(60, gt=0, le=86_400)
+    """What runs against the cluster: producers, consumers, and optionally transactions and a pipeline."""
+
+    duration_s: float = Field(60, gt=0, le=86_400, description="how long the load runs, warm-up included")
     client: Client = Field("librdkafka", description="the Kafka client of every role that names none, and of the "
                            "final read-back: librdkafka (confluent-kafka) or java (kafka-clients of "
                            "cluster.kafka_version)")
@@ -282,10 +301,10 @@ def known_target(target: str) -> str:
 class FaultFields(Strict):
     """What an outer and a nested fault both say: what, whom, how long, how."""
 
-    kind: str
+    kind: str = Field(description="the fault kind (the fault reference lists them)")
     target: str
-    duration_s: float = Field(5, gt=0)
-    options: dict[str, Scalar] = {}
+    duration_s: float = Field(5, gt=0, description="how long it stays on before it heals")
+    options: dict[str, Scalar] = Field({}, description="the kind's options (the fault reference lists them)")
 
     @field_validator("kind")
     @classmethod
@@ -305,8 +324,8 @@ class FaultFields(Strict):
 class NestedFaultModel(FaultFields):
     """A fault applied ``after_s`` into its outer fault and healed before it; ``same`` hits the outer's victims."""
 
-    target: str = SAME
-    after_s: float = Field(0, ge=0)
+    target: str = Field(SAME, description="same: the outer fault's victims; or a target of its own")
+    after_s: float = Field(0, ge=0, description="how long after the outer fault starts it is applied")
 
     @field_validator("target")
     @classmethod
@@ -321,8 +340,10 @@ class NestedFaultModel(FaultFields):
 
 class FaultModel(FaultFields):
     target: str = Field("partition-leader", description="a node target; random-client for client faults")
-    interval_s: tuple[float, float] = (10.0, 15.0)
-    then: NestedFaultModel | None = None
+    interval_s: tuple[float, float] = Field((10.0, 15.0), description="the quiet time before each application, "
+                                            "drawn from [min, max] with the seed (one number: exactly that)")
+    then: NestedFaultModel | None = Field(None, description="a fault nested in this one: applied after_s into it "
+                                          "and healed before it")
 
     @model_validator(mode="before")
     @classmethod
@@ -370,23 +391,30 @@ class FaultModel(FaultFields):
 
 
 class ScheduleModel(Strict):
-    warmup_s: float = Field(10, ge=0)
+    """When the faults may start, and how the run ends."""
+
+    warmup_s: float = Field(10, ge=0, description="load without faults before the first one")
     settle_s: float = Field(10, ge=0, description="after healing, before the final read-back")
-    final_read_timeout_s: float = Field(120, gt=0)
+    final_read_timeout_s: float = Field(120, gt=0, description="how long the read-back may take to reach every "
+                                        "partition's high watermark; a partition it misses is not judged")
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
-    description: str = ""
-    # true: the nightly job runs the file as written; a list of metadata modes: once in each
-    nightly: Union[bool, list[Literal["zookeeper", "kraft"]]] = False
-    seed: int = 0
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$", description="the run directory's folder: "
+                      "runs/<name>/<timestamp>")
+    description: str = Field("", description="one line on what the file shows, for the report")
+    nightly: Union[bool, list[Literal["zookeeper", "kraft"]]] = Field(
+        False, description="true: the nightly runs the file as written; a list of metadata modes: once in each")
+    seed: int = Field(0, description="every random choice (fault times, victims) comes from it")
     cluster: ClusterModel = ClusterModel()
     topic: TopicModel = TopicModel()
     workload: WorkloadModel = WorkloadModel()
-    faults: list[FaultModel] = []
+    faults: list[FaultModel] = Field([], description="the faults, taking turns after the warm-up: each starts "
+                                       "interval_s after the previous start, holds for duration_s and heals")
     schedule: ScheduleModel = ScheduleModel()
-    expect: dict[str, Union[bool, int, str, dict[str, Union[int, str]]]] | None = None
+    expect: dict[str, Union[bool, int, str, dict[str, Union[int, str]]]] | None = Field(
+        None, description="what the verdict must say: a count per anomaly (0, \">0\", \"<=5\"), valid, per client "
+        "(librdkafka, java) or per release (kafka<3.6); null: valid")
 
     @field_validator("expect")
     @classmethod
