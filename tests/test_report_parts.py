@@ -3,20 +3,25 @@ points, the rate axis and the matrix's keys. The whole page, in Chromium, is tes
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment
+from rundir.layout import RunDir
+from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from verdicts.matrix import clients_text, fault_column, settings_lines
 from verdicts.report import NS
-from verdicts.report.figure import latency_title, rate_ceiling
+from verdicts.report.figure import latency_title, rate_ceiling, timeline_figure
 from verdicts.report.headline import anticipated, headline, percent
 from verdicts.report.latency import Points, decode, encode, new_points
 from verdicts.report.scan import Scan
+from verdicts.report.page import write_report
 from verdicts.report.settings import allowance
+from verdicts.report.versions import version_note, version_spans
 from verdicts.report.windows import Blame, add_recovery, fault_context
 
 ACKS1 = {"client": "librdkafka", "metadata": "zookeeper", "acks": "1", "min.insync.replicas": 1,
@@ -247,3 +252,79 @@ def test_the_latency_title_says_when_points_were_thinned() -> None:
     for i in range(25):
         scan.latency["ok"].add(i, i)
     assert latency_title(scan).endswith("— drawn: every 4th of 25 acknowledged")
+
+
+# --- the release row: each node's Kafka release over time ---------------------------------------------------
+
+
+def restarted(node: str, stopped_s: float, served_s: float, was: str = "3.9.2", now: str = "4.3.1",
+              synced_s: float | None = None) -> dict[str, Any]:
+    """A rolling fault's node-version line for one node it restarted."""
+    return {"kind": "node-version", "fault": "rolling-upgrade", "step": "restarted", "node": node,
+            "role": "controller" if node.startswith("controller") else "broker", "from_version": was, "version": now,
+            "stopped_ns": int(stopped_s * NS), "time_ns": int(served_s * NS),
+            "in_sync_ns": None if synced_s is None else int(synced_s * NS)}
+
+
+RAISED = {"kind": "node-version", "fault": "rolling-upgrade", "step": "raised", "setting": "metadata.version",
+          "value": "4.3-IV0", "time_ns": 40 * NS}
+ROLL = {"fault": "rolling-upgrade", "target": "all-brokers", "targets": ["broker1", "broker2", "broker3"],
+        "detail": "...", "start_ns": 10 * NS, "end_ns": 45 * NS}
+
+
+def rolled_scan() -> Scan:
+    """A KRaft cluster rolled from 3.9.2 to 4.3.1, broker3 never reached (the roll stopped at broker2)."""
+    scan = Scan(start_ns=2 * NS, end_ns=60 * NS, faults=[ROLL])
+    scan.node_versions = [restarted("broker2", 30, 34, synced_s=35), restarted("controller1", 11, 14), RAISED,
+                          restarted("broker1", 20, 25, synced_s=26)]
+    return scan
+
+
+def test_each_node_runs_its_first_release_until_the_roll_stops_it_and_the_new_one_once_it_serves() -> None:
+    spans = version_spans(rolled_scan())
+    assert list(spans) == ["controller1", "broker1", "broker2", "broker3"]  # controllers on top, by number
+    assert [(s.start_ns / NS, s.end_ns / NS, s.version) for s in spans["broker1"]] == [
+        (2, 20, "3.9.2"), (20, 25, None), (25, 60, "4.3.1")]
+    assert [(s.start_ns / NS, s.end_ns / NS, s.version) for s in spans["broker3"]] == [(2, 60, "3.9.2")]
+
+
+def test_a_second_roll_on_the_same_release_is_a_second_stop() -> None:
+    scan = Scan(start_ns=0, end_ns=50 * NS, faults=[ROLL])
+    scan.node_versions = [restarted("broker1", 10, 12, "3.7.2", "3.9.2"),
+                          restarted("broker1", 30, 33, "3.9.2", "3.9.2")]
+    assert [(s.start_ns / NS, s.end_ns / NS, s.version) for s in version_spans(scan)["broker1"]] == [
+        (0, 10, "3.7.2"), (10, 12, None), (12, 30, "3.9.2"), (30, 33, None), (33, 50, "3.9.2")]
+
+
+def test_the_timeline_gets_a_release_row_with_a_colour_per_release_and_the_raise_marked() -> None:
+    fig = timeline_figure(rolled_scan(), 3)
+    names = [t.name for t in fig.data if t.legendgroup == "versions"]
+    assert names == ["Kafka 3.9.2", "Kafka 4.3.1", "stopped by the roll", "serving again after its restart"]
+    (served,) = [t for t in fig.data if t.name == "serving again after its restart"]
+    assert "broker1 serving on 4.3.1 (was 3.9.2) at 25.0 s, back in every ISR it left at 26.0 s" in served.text
+    assert list(fig.layout.yaxis5.categoryarray) == ["broker3", "broker2", "broker1", "controller1"]
+    assert [(s.x0, s.yref) for s in fig.layout.shapes if s.xref == "x5"] == [(40.0, "y5 domain")]
+    assert any(a.text == "metadata.version → 4.3-IV0" for a in fig.layout.annotations)
+    assert fig.layout.xaxis5.title.text == "seconds since the run started"
+
+
+def test_a_run_without_node_version_lines_has_no_release_row_and_says_why_when_it_rolled() -> None:
+    scan = Scan(start_ns=0, end_ns=60 * NS, faults=[ROLL])
+    fig = timeline_figure(scan)
+    assert "yaxis5" not in fig.layout and not any(t.legendgroup == "versions" for t in fig.data)
+    assert "no node-version lines" in (version_note(scan) or "")
+    assert version_note(Scan(faults=[kill(1, 2)])) is None and version_note(rolled_scan()) is None
+
+
+def test_the_page_draws_the_release_row_from_events_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "history").mkdir()
+    lines = [{"kind": "fault", "phase": "start", **ROLL, "end_ns": None, "time_ns": 44 * NS},
+             {"kind": "fault", "phase": "heal", **ROLL, "time_ns": 45 * NS}, *rolled_scan().node_versions]
+    (tmp_path / "history" / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    results = {"valid": True, "counts": {"sent": 0, "acked": 0, "lost": 0}, "final_read_complete": True}
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
+    assert "Kafka release per node" in page and "The last row has a strip per node" in page
+    assert "broker2 serving on 4.3.1 (was 3.9.2) at 34.0 s" in page and "no node-version lines" not in page
+    (tmp_path / "history" / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines[:2]))
+    page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
+    assert "Kafka release per node" not in page and "no node-version lines" in page

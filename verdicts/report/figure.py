@@ -2,8 +2,9 @@
 
 Four rows share one time axis: sends and reads per second; the latency of every send (drawn by the page
 from ``latency``'s packed points, so the figure leaves that row empty); lost and duplicated messages at the
-second they were acknowledged; and one leadership/ISR strip per partition (``isr``). Every fault is shaded
-across all rows in two tones: *down* (fault to heal) and *recovering* (heal until its node served again).
+second they were acknowledged; one leadership/ISR strip per partition (``isr``); and, in a run a rolling fault
+restarted nodes in, one strip per node of the Kafka release it ran (``versions``). Every fault is shaded across all
+rows in two tones: *down* (fault to heal) and *recovering* (heal until its node served again).
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from plotly.subplots import make_subplots
 from catalogue.faults import FAULT_KINDS, UNKNOWN_FAULT_COLOUR
 from verdicts.report.isr import strip_traces
 from verdicts.report.scan import NS, Scan
+from verdicts.report.versions import raise_text, raises, version_traces
 from verdicts.report.windows import fault_label
 
 MAX_BINS = 7200  # above two hours of seconds, the timeline sums several seconds per point
 CLIP_OVER_TYPICAL = 2.5  # the rate axis stops at this many times the typical (90th percentile) rate ...
 CLIP_WHEN_PEAK_OVER = 2  # ... when some peak exceeds that stop by this factor
-ROW_PX = (230, 320, 150)  # rates, latency, lost/duplicated; the strips take 24 px a partition
+ROW_PX = (230, 320, 150)  # rates, latency, lost/duplicated; the strips take 24 px a partition (or node)
+RELEASE_TITLE = ("Kafka release per node (hatched: stopped by the roll; ◆ serving again; dashed: a version setting "
+                 "raised)")
 GAP_PX, TOP_PX, BOTTOM_PX, LEGEND_GAP_PX = 58, 120, 150, 55
 LATENCY_COLOURS = {"ok": "#1e88e5", "info": "#fb8c00", "fail": "#e53935"}
 FAULT_COLOURS = {k.name: k.colour for k in FAULT_KINDS.values()}
@@ -95,8 +99,9 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
     x = [round(b * width + width / 2, 1) for b in range(bins)]  # the middle of each bin
     per = "per second" if width == 1 else f"per second (mean over {width} s)"
     strips, labels, strip_note = strip_traces(scan, replication_factor)
-    rows_px = [*ROW_PX, max(90, 24 * len(labels) + 16)]
-    plot_px = sum(rows_px) + GAP_PX * 3
+    releases, nodes = version_traces(scan)
+    rows_px = [*ROW_PX, max(90, 24 * len(labels) + 16), *([max(70, 24 * len(nodes) + 16)] if nodes else [])]
+    plot_px = sum(rows_px) + GAP_PX * (len(rows_px) - 1)
     rates = [(name, _binned(series.v, bins, width), colour) for name, series, colour in (
         ("acknowledged", scan.acked, "#2e7d32"), ("failed", scan.failed, "#c62828"),
         ("unknown (info)", scan.unknown, "#ef6c00"), ("reads (live)", scan.reads_live, "#1565c0"),
@@ -106,13 +111,13 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
     rate_title = f"Sends and reads {per}" + (f" (axis cut at {_short(ceiling)}/s; ▲ higher peaks)"
                                              if ceiling else "")
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=GAP_PX / plot_px,
+        rows=len(rows_px), cols=1, shared_xaxes=True, vertical_spacing=GAP_PX / plot_px,
         row_heights=[px / sum(rows_px) for px in rows_px],
         subplot_titles=(rate_title, latency_title(scan),
                         "Lost and duplicated, at the second they were acknowledged"
                         + ("" if width == 1 else f" (sum per {width} s)"),
                         "Leader and ISR per partition (hatched: ISR short; red: offline)"
-                        + (f" — {strip_note}" if strip_note else "")))
+                        + (f" — {strip_note}" if strip_note else ""), *([RELEASE_TITLE] if nodes else [])))
     for name, ys, colour in rates:  # the final read-back dwarfs the live traffic: shown on a click in the legend
         fig.add_trace(go.Scatter(x=x, y=ys, name=name, mode="lines", line={"color": colour, "width": 1.5},
                                  legendgroup="rate", visible="legendonly" if name == "reads (final)" else True,
@@ -147,6 +152,8 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
     else:
         fig.add_annotation(text="no leader/ISR observations in events.jsonl", xref="x4 domain",
                            yref="y4 domain", x=0.5, y=0.5, showarrow=False)
+    if nodes:
+        _release_row(fig, scan, releases, nodes, row=5)
     _shade(fig, scan)
     fig.update_layout(height=plot_px + TOP_PX + BOTTOM_PX, barmode="overlay", bargap=0, hovermode="closest",
                       template="plotly_white", uniformtext={"minsize": 8, "mode": "hide"},
@@ -156,8 +163,23 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
     shown_from = max(0.0, math.floor((scan.start_ns or 0) / NS) - 2.0)  # skip the cluster's start-up
     fig.update_xaxes(range=[shown_from, scan.end_ns / NS + 1], showspikes=True, spikemode="across",
                      spikethickness=1)
-    fig.update_xaxes(title_text="seconds since the run started", row=4, col=1)
+    fig.update_xaxes(title_text="seconds since the run started", row=len(rows_px), col=1)
     return fig
+
+
+def _release_row(fig: go.Figure, scan: Scan, traces: list[go.BaseTraceType], nodes: list[str], row: int) -> None:
+    """The release strips, top to bottom as ``nodes``, and a dashed line with its words per setting raised."""
+    for trace in traces:
+        fig.add_trace(trace, row=row, col=1)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=nodes[::-1], row=row, col=1)
+    for i, e in enumerate(raises(scan)):
+        t = e["time_ns"] / NS
+        fig.add_shape(type="line", xref=f"x{row}", yref=f"y{row} domain", x0=t, x1=t, y0=0, y1=1,
+                      line={"color": "#263238", "width": 1.5, "dash": "dash"})
+        fig.add_annotation(x=t, xref=f"x{row}", y=1, yref=f"y{row} domain", yanchor="top", xanchor="left",
+                           xshift=3, yshift=-15 * (i % 2), text=html.escape(raise_text(e)), showarrow=False,
+                           font={"size": 10, "color": "#263238"}, bgcolor="rgba(255,255,255,0.85)",
+                           hovertext=html.escape(f"{raise_text(e)} for the whole cluster at {t:.1f} s"))
 
 
 def _nth(k: int) -> str:

@@ -109,25 +109,35 @@ def strip_traces(scan: Scan, replication_factor: int | None) -> tuple[list[go.Ba
         group.sort(key=lambda s: len(s.isr) < rf)  # the legend draws the first bar: a full ISR, unhatched
         colour = {None: OFFLINE, DOWN: LEADER_DOWN}.get(leader) or LEADER_COLOURS[n % len(LEADER_COLOURS)]
         shapes = ["x" if leader in (None, DOWN) else ("/" if len(s.isr) < rf else "") for s in group]
-        traces.append(go.Bar(
-            orientation="h", y=[scan.partitions[s.part].label for s in group],
-            base=[s.start_ns / NS for s in group], x=[(s.end_ns - s.start_ns) / NS for s in group],
-            name={None: "offline (no leader)", DOWN: "leader's process stopped by a fault"}.get(
-                leader, f"leader broker {leader}"),
-            legendgroup="strips", width=0.78,
-            marker={"color": colour, "line": {"width": 0.5, "color": "#ffffff"},
-                    "pattern": {"shape": shapes, "fgcolor": "#37474f", "size": 6, "solidity": 0.25}},
-            text=[_text(s) for s in group], textposition="inside", insidetextanchor="middle",
-            textfont={"size": 10, "color": "#263238"},
-            customdata=[[_state(s), list(s.isr), s.start_ns / NS, s.end_ns / NS] for s in group],
-            hovertemplate=("%{y}: %{customdata[0]}, ISR %{customdata[1]} from %{customdata[2]:.1f} s to "
-                           "%{customdata[3]:.1f} s<extra></extra>")))
+        labels_of = [scan.partitions[s.part].label for s in group]
+        name = {None: "offline (no leader)", DOWN: "leader's process stopped by a fault"}.get(leader)
+        traces.append(span_bar(
+            name or f"leader broker {leader}", colour, labels_of, [(s.start_ns, s.end_ns) for s in group],
+            [_text(s) for s in group],
+            [f"{label}: {_state(s)}, ISR {list(s.isr)} from {s.start_ns / NS:.1f} s to {s.end_ns / NS:.1f} s"
+             for label, s in zip(labels_of, group)], shapes))
     if any(len(s.isr) < rf for p in parts for s in spans[p]):  # the hatching explained in the legend
         traces.append(go.Bar(orientation="h", y=[None], x=[None], name=f"ISR short of {rf} replicas",
-                             legendgroup="strips", marker={"color": "#ffffff", "pattern": {"shape": "/",
-                                                           "fgcolor": "#37474f", "size": 6, "solidity": 0.25}}))
+                             legendgroup="strips", marker={"color": "#ffffff", "pattern": hatch("/")}))
     traces += _marker_traces(scan, parts)
     return traces, labels, note
+
+
+def hatch(shape: str | list[str]) -> dict[str, Any]:
+    """A bar's hatching (one shape, or one per bar; "" none): the strips' one look for "short" and "down"."""
+    return {"shape": shape, "fgcolor": "#37474f", "size": 6, "solidity": 0.25}
+
+
+def span_bar(name: str, colour: str, labels: list[str], spans: list[tuple[int, int]], texts: list[str],
+             hovers: list[str], shapes: str | list[str] = "", group: str = "strips") -> go.Bar:
+    """One legend entry's pieces of horizontal strips: each span [start, end) ns on the strip ``labels`` names,
+    with its text inside and its hover line (the leader/ISR strips and the release strips are drawn alike)."""
+    return go.Bar(orientation="h", y=labels, base=[a / NS for a, _ in spans], x=[(b - a) / NS for a, b in spans],
+                  name=name, legendgroup=group, width=0.78,
+                  marker={"color": colour, "line": {"width": 0.5, "color": "#ffffff"}, "pattern": hatch(shapes)},
+                  text=texts, textposition="inside", insidetextanchor="middle",
+                  textfont={"size": 10, "color": "#263238"}, hovertext=hovers,
+                  hovertemplate="%{hovertext}<extra></extra>")
 
 
 def _led(s: Segment) -> bool:

@@ -31,6 +31,7 @@ from verdicts.report.latency import MAX_ACKED, MAX_OTHER, encode
 from verdicts.report.logs import excerpts
 from verdicts.report.scan import NS, Scan, scan_history
 from verdicts.report.settings import client_rows, durability_config, durability_settings, planned_faults, promises
+from verdicts.report.versions import version_note
 from verdicts.report.windows import add_recovery, fault_label
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         log.exception("reading the history for the report failed")
         scan = Scan(notes=[f"the report could not read the history ({type(e).__name__}: {e}): no timeline"])
     counts = results.get("counts") or {}
-    notes = list(scan.notes)
+    notes = list(scan.notes) + [n for n in (version_note(scan),) if n]
     scan.totals = {name: counts[name] for name in ("lost", "duplicated", "divergent") if isinstance(counts.get(name), int)}
     breakdown = results.get("breakdown") if isinstance(results.get("breakdown"), dict) else None
     if breakdown is None:
@@ -102,6 +103,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
         promises=promises(cfg) if cfg else [], definitions=DEFINITIONS, plotly=plotly_script(),
         chart=timeline_html(scan, topic.get("replication_factor") if isinstance(topic.get("replication_factor"), int)
                             else None),
+        releases=bool(scan.node_versions),
         latency=encode(scan.latency, scan.end_ns), latency_caps=(MAX_ACKED, MAX_OTHER),
         partitions=_partition_rows(scan, breakdown),
         faults=_fault_rows(scan, per_fault), per_fault_source=per_fault_source, chains=chains, shown_chains=SHOWN,

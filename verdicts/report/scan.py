@@ -91,6 +91,7 @@ class Scan:
     faults: list[dict[str, Any]] = field(default_factory=list)  # applied windows, by start (skipped ones: notes)
     leaders: dict[int, list[tuple[int, Any, tuple[int, ...]]]] = field(default_factory=dict)  # part -> (t, leader, isr)
     broker_events: list[dict[str, Any]] = field(default_factory=list)  # history/broker-events.jsonl, when present
+    node_versions: list[dict[str, Any]] = field(default_factory=list)  # events.jsonl node-version lines (versions.py)
     leader_changes: list[tuple[int, int, Any, Any]] = field(default_factory=list)  # (t_ns, part, old, new)
     end_ns: int = 0
     start_ns: int | None = None  # the first send or leader observation: the run clock starts before the cluster
@@ -183,6 +184,8 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
                 p = scan.partitions[i]
                 p.leader = e.get("leader")
                 p.min_isr = len(isr) if p.min_isr is None else min(p.min_isr, len(isr))
+            elif kind == "node-version":
+                scan.node_versions.append(e)
             elif kind == "final-read":
                 p = scan.partitions[part_of(e["topic"], e["partition"])]
                 p.complete = bool(p.complete) or bool(e.get("complete"))
