@@ -2,7 +2,7 @@
 PY     := .venv/bin/python
 KCHAOS := .venv/bin/kchaos
 
-.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows
+.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows docs
 
 setup:
 	@bash scripts/setup.sh
@@ -36,11 +36,18 @@ lint-workflows:
 	  .venv/bin/pip install -q -c constraints.txt -e '.[lint]'; }
 	@bash scripts/lint-workflows.sh
 
+# the documentation site, offline, into site/ (strict: a broken link, a page not in the nav or a generated
+# reference out of date fails it); installs the `docs` extra into .venv the first time, like make setup does
+docs:
+	@[ -x .venv/bin/mkdocs ] || { [ -x .venv/bin/pip ] || python3 -m venv .venv; \
+	  .venv/bin/pip install -q -c constraints.txt -e '.[docs]'; }
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir site
+
 cluster-down:
 	$(KCHAOS) cluster down
 
 clean: cluster-down
-	rm -rf runs .cache
+	rm -rf runs .cache site
 
 # the performance benchmarks at full size (benchmarks/README.md); each tears its cluster down
 .PHONY: bench

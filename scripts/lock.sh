@@ -10,9 +10,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PYTHON" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --upgrade pip
-"$work/venv/bin/pip" install -q -e '.[test,lint]'
+"$work/venv/bin/pip" install -q -e '.[test,lint,docs]'
 {
-  echo "# The Python versions \`make setup\` installs (pip install -c constraints.txt -e '.[test]')."
+  echo "# The Python versions \`make setup\` installs (pip install -c constraints.txt -e '.[test,docs]')."
   echo "# Made by \`make lock\` (scripts/lock.sh) from pyproject.toml; edit that, not this, then run it again."
   "$work/venv/bin/pip" freeze --exclude-editable
 } >"$work/constraints.txt"

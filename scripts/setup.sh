@@ -75,7 +75,7 @@ PYTHON=$(command -v python3.11 || command -v python3)
 stamp=.venv/.kchaos-deps
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)  # a new lock reinstalls
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -c constraints.txt -e '.[test]'; } \
+  { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -c constraints.txt -e '.[test,docs]'; } \
     >.venv/pip.log 2>&1 \
     || { tail -20 .venv/pip.log >&2; echo "pip install failed; see .venv/pip.log" >&2; exit 2; }
   echo "$want" >"$stamp"

@@ -677,8 +677,12 @@ def pipeline(draw: st.DrawFn, inputs: list[dict[str, Any]], parts: list[tuple[st
     return {"sends": sends, "reads": reads, "events": events, "txns": txns}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                   HealthCheck.function_scoped_fixture])
+# histories drawn per run: make test draws 12, the nightly workflow's wider sweep KCHAOS_GENERATED_HISTORIES
+GENERATED_HISTORIES = int(os.environ.get("KCHAOS_GENERATED_HISTORIES", "12"))
+
+
+@settings(max_examples=GENERATED_HISTORIES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(history=histories())
 def test_generated_histories_agree(spark: Any, history: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

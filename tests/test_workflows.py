@@ -37,3 +37,18 @@ def test_the_nightly_runs_in_shards_keeps_each_and_merges_them() -> None:
     steps = " ".join(str(s.get("run", "")) for s in merge["steps"])
     assert "kchaos matrix shards/*/ --out runs --junit runs/junit.xml" in steps
     assert any("download-artifact" in str(s.get("uses")) for s in merge["steps"])
+
+
+def test_the_docs_workflow_builds_the_site_strictly_and_keeps_it() -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "docs.yml").read_text())
+    steps = workflow["jobs"]["site"]["steps"]
+    assert any(s.get("run") == "make docs" for s in steps)
+    upload = next(s for s in steps if "upload-artifact" in str(s.get("uses")))
+    assert upload["with"]["path"] == "site/" and upload["with"]["if-no-files-found"] == "error"
+    assert "--strict" in (REPO / "Makefile").read_text().split("\ndocs:")[1].split("\n\n")[0]
+
+
+def test_the_nightly_sweeps_the_checkers_over_more_generated_histories_than_make_test() -> None:
+    steps = yaml.safe_load(NIGHTLY.read_text())["jobs"]["checker-sweep"]["steps"]
+    run = " ".join(str(s.get("run", "")) for s in steps)
+    assert "KCHAOS_GENERATED_HISTORIES=200" in run and "test_generated_histories_agree" in run
