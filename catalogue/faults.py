@@ -23,6 +23,9 @@ class FaultKind:
     acknowledged writes (the report's allowance).
     ``proves``: what the fault checks before it counts as applied (a fault that
     cannot prove it took effect stops the run, or is recorded as skipped).
+    ``evidence``: the events.jsonl kind of the lines it writes after healing to
+    say what it did (request-level faults: ``request``; rolling faults, each
+    node's step: ``node-version``); None: its fault lines say it all.
     """
 
     name: str
@@ -35,6 +38,7 @@ class FaultKind:
     proves: str  # how it proves it took effect, one line (the documentation's fault reference)
     request_level: bool = False  # it works on the request path: a scenario with one starts the cluster's proxy
     loses_unsynced: bool = False
+    evidence: str | None = None
 
 
 FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
@@ -72,18 +76,18 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               ("request delay", "request delays"), "#c0ca33",
               proves="a request line per held request in events.jsonl, written after healing; a window that "
               "matched no request is recorded as skipped",
-              stops_process=False, restarts=False, request_level=True),
+              stops_process=False, restarts=False, request_level=True, evidence="request"),
     FaultKind("drop-responses", "node", "deliver requests of chosen Kafka APIs from chosen clients to the broker "
               "and drop its answers: the write takes effect, the client times out", ("dropped response",
               "dropped responses"), "#f9a825",
               proves="a request line per dropped response in events.jsonl; a window that matched no request is "
               "recorded as skipped",
-              stops_process=False, restarts=False, request_level=True),
+              stops_process=False, restarts=False, request_level=True, evidence="request"),
     FaultKind("replay-requests", "node", "deliver a request of a chosen Kafka API to the broker again later, on a "
               "new connection: a stale retry", ("replayed request", "replayed requests"), "#7cb342",
               proves="a request line per replayed request in events.jsonl, with the broker's answer to the copy; "
               "a window that matched no request is recorded as skipped",
-              stops_process=False, restarts=False, request_level=True),
+              stops_process=False, restarts=False, request_level=True, evidence="request"),
     FaultKind("lossy-network", "node", "drop a fraction of the node's packets at random (iptables statistic)",
               ("lossy network", "lossy networks"), "#26a69a",
               proves="its chain is read back hooked in on each victim; healing reads its packet counters (a window "
@@ -93,13 +97,13 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               "it is back in every ISR it left, next", ("rolling restart", "rolling restarts"), "#5c6bc0",
               proves="each broker stops and serves again, and is back in every ISR it left within isr_wait_s, "
               "else the run stops",
-              stops_process=False, restarts=False),
+              stops_process=False, restarts=False, evidence="node-version"),
     FaultKind("rolling-upgrade", "node", "the rolling restart with each node coming back on another Kafka "
               "release's image (KRaft: controllers first), then the version setting raised: metadata.version, or "
               "inter.broker.protocol.version and a second roll", ("rolling upgrade", "rolling upgrades"), "#3949ab",
               proves="as rolling-restart, on the new image; the raised metadata.version is read back with "
               "kafka-features.sh describe",
-              stops_process=False, restarts=False),
+              stops_process=False, restarts=False, evidence="node-version"),
 )}
 UNKNOWN_FAULT_COLOUR = "#757575"
 
@@ -107,3 +111,8 @@ UNKNOWN_FAULT_COLOUR = "#757575"
 def fault_kind(name: str) -> FaultKind | None:
     """The catalogue's entry for a fault named in a history (None for a kind this kchaos does not know)."""
     return FAULT_KINDS.get(name)
+
+
+def writing_evidence(kind: str) -> tuple[str, ...]:
+    """The fault kinds whose evidence lines are of this events.jsonl kind."""
+    return tuple(k.name for k in FAULT_KINDS.values() if k.evidence == kind)

@@ -56,7 +56,7 @@ class Fault(ABC, Generic[Victim]):
     stops_process: ClassVar[bool] = False
     victim: ClassVar[str] = "node"
     request_level: ClassVar[bool] = False  # it works on the request path (clusters/proxy/)
-    evidence_kind: ClassVar[str] = "request"  # the events.jsonl kind of the lines ``evidence`` gives
+    evidence_kind: ClassVar[str | None] = None  # the events.jsonl kind of the lines ``evidence`` gives
 
     def __init__(self, cluster: Cluster, topic: str, rng: random.Random,
                  options: Mapping[str, Any] | None = None, clients: Sequence[Client] = ()) -> None:
@@ -73,6 +73,7 @@ class Fault(ABC, Generic[Victim]):
         if known is not None:
             cls.restarts, cls.stops_process, cls.victim = known.restarts, known.stops_process, known.victim
             cls.request_level = known.request_level
+            cls.evidence_kind = known.evidence
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:

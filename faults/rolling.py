@@ -99,7 +99,6 @@ class RollingRestartFault(Fault):
     option_help: Mapping[str, str] = {"isr_wait_s": "how long a restarted broker may take to be back in every ISR "
                                                     "it left before the run stops"}
     targets = ("all-brokers",)
-    evidence_kind = "node-version"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -15,10 +15,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from catalogue.faults import writing_evidence
 from verdicts.report.isr import span_bar
 from verdicts.report.scan import NS, Scan
 
-ROLLING = ("rolling-restart", "rolling-upgrade")  # the faults that write node-version lines
+ROLLING = writing_evidence("node-version")  # the faults that write node-version lines
 RELEASE_COLOURS = ("#b0bec5", "#4db6ac", "#9575cd", "#ffb74d", "#aed581", "#f06292")  # oldest release first
 STOPPED_COLOUR = "#eeeeee"
 ROLES = ("controller", "zookeeper", "broker")  # top to bottom
