@@ -42,6 +42,9 @@ TXN_EXPLAINED = tuple(a.name for a in ANOMALY_LIST if "transaction" in a.chains)
 LANDED_NOTE_NS = 500_000_000  # a fault that took longer than this to take effect says when it had
 BATCH_AGE_NS = 120_000_000_000  # a batch is created at most this long before its records are acknowledged
 AFTER_NS = 10_000_000_000  # a fault up to 10 s after the last ack of a range can still take it (replication lag)
+# an answer reaches the client after its leader logged its resignation (a controlled shutdown moves leadership
+# while responses are on the wire): acks no broker's leadership covers are its that resigned up to this long before
+ACK_LAG_NS = 1_000_000_000
 # faults whose victim's process is gone until it starts again
 STOPPING = tuple(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.stops_process and k.restarts)
 
@@ -195,12 +198,16 @@ class Explainer:
             return None, "the messages have no acknowledgement time to place them"
         if part is None or not part.events:
             return None, "no broker event names this partition (were the node logs parsed?)"
-        leader = part.leader_at(first)
+        at = first
+        leader = part.leader_at(at)
+        if leader is None:
+            at = first - ACK_LAG_NS
+            leader = part.leader_at(at)
         if leader is None:
             return None, f"no broker believed itself leader of {part.name} at {seconds(first)}"
         node, epoch = leader["node"], leader.get("leader_epoch")
-        successor = part.successor(first, leader)
-        cut = part.cut(node, first, r.get("max_offset"))
+        successor = part.successor(at, leader)
+        cut = part.cut(node, at, r.get("max_offset"))
         if r["anomaly"] == "duplicated":
             moment = last
         else:

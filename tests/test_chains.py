@@ -66,6 +66,26 @@ def test_a_leader_killed_after_acknowledging_alone_is_the_chain_of_its_lost_reco
                                      "duplicated": 0}]
 
 
+def test_acks_that_reach_the_client_just_after_their_leader_resigned_are_still_its() -> None:
+    # rolling-restart: broker1's controlled shutdown: it logs its resignation from chaos-4 at 27.30 s, acks of
+    # 3,523-3,576 it sent just before reach the client at 27.33-27.35 s, broker2 logs its leadership (log end 3,523)
+    # at 27.40 s; so at the acks' arrival no broker believed itself leader. broker1, restarted, truncates to 3,523
+    roll = [{**line, "fault": "rolling-restart", "targets": ["broker1", "broker2", "broker3"]}
+            for line in fault("rolling-restart", "broker1", 27.0, 90.0, "broker1 restarted ...")]
+    events = [leader("broker1", 5.0, 0, 0, line=10), leader("broker2", 27.40, 1, 3_523, line=20),
+              ev("become_follower", "broker1", 27.30, 11, topic="chaos", partition=4, leader=2, leader_epoch=1),
+              ev("process_start", "broker1", 30.0, 1),
+              ev("truncate", "broker1", 36.5, 30, topic="chaos", partition=4, to_offset=3_523, reason="leader_epoch")]
+    out = Explainer(roll, events, []).explain([lost(3_523, 3_576, 27.33, 27.35)])
+    assert out["unexplained"] == []
+    [chain] = out["chains"]
+    assert (chain["leader"], chain["leader_epoch"], chain["successor"], chain["truncated_to"]) == \
+        ("broker1", 0, "broker2", 3_523)
+    resigned_long_before = [events[0], events[1], {**events[2], "time_ns": 25 * S}, *events[3:]]
+    late = Explainer(roll, resigned_long_before, []).explain([lost(3_523, 3_576, 27.33, 27.35)])  # past the lag
+    assert [u["why"] for u in late["unexplained"]] == ["no broker believed itself leader of chaos-4 at 27.3 s"]
+
+
 def test_a_replica_still_holding_the_old_epochs_batches_is_named() -> None:
     disks = [batch("broker1", 12_600, 12_999, 0),  # broker1 kept part of epoch 0's tail (it was not in sync)
              batch("broker1", 13_000, 13_099, 0, seq=400), batch("broker3", 13_000, 13_099, 0, seq=400)]
