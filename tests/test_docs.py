@@ -79,6 +79,10 @@ def test_the_site_builds_in_strict_mode_with_every_page_and_reference(site: Path
     keys = (site / "writing-a-scenario.html").read_text()
     assert "<code>workload.producers.client_version</code>" in keys and "<code>faults[].then.after_s</code>" in keys
     assert (site / "images" / "report.png").stat().st_size > 10_000
+    remote = [(p.name, m) for p in site.glob("*.html")  # it opens offline: no script, style or font fetched
+              for m in re.findall(r'(?:src|href)="(https?://[^"]+)"', p.read_text())
+              if re.search(r"\.(?:js|css|woff2?|ttf)(?:\?|$)", m) or "fonts." in m]
+    assert remote == []
 
 
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
