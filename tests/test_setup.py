@@ -103,4 +103,4 @@ def test_the_setup_stamp_covers_the_lock() -> None:
     """A new constraints.txt must reinstall .venv: the stamp hashes it with pyproject.toml."""
     text = SETUP.read_text()
     assert re.search(r"want=\$\(cat pyproject.toml constraints.txt \| sha256sum", text)
-    assert "pip install -q -c constraints.txt -e '.[test]'" in text
+    assert "pip install -q -c constraints.txt -e '.[test,docs]'" in text
