@@ -340,8 +340,9 @@ class NestedFaultModel(FaultFields):
 
 class FaultModel(FaultFields):
     target: str = Field("partition-leader", description="a node target; random-client for client faults")
-    interval_s: tuple[float, float] = Field((10.0, 15.0), description="the quiet time before each application, "
-                                            "drawn from [min, max] with the seed (one number: exactly that)")
+    interval_s: tuple[float, float] = Field((10.0, 15.0), description="from this fault's start to the next "
+                                            "application's start, drawn from [min, max] with the seed (one number: "
+                                            "exactly that); never before this one healed")
     then: NestedFaultModel | None = Field(None, description="a fault nested in this one: applied after_s into it "
                                           "and healed before it")
 
@@ -409,8 +410,8 @@ class Scenario(Strict):
     cluster: ClusterModel = ClusterModel()
     topic: TopicModel = TopicModel()
     workload: WorkloadModel = WorkloadModel()
-    faults: list[FaultModel] = Field([], description="the faults, taking turns after the warm-up: each starts "
-                                       "interval_s after the previous start, holds for duration_s and heals")
+    faults: list[FaultModel] = Field([], description="the faults, taking turns after the warm-up: each holds "
+                                       "for duration_s and heals, and the next starts its interval_s after it started")
     schedule: ScheduleModel = ScheduleModel()
     expect: dict[str, Union[bool, int, str, dict[str, Union[int, str]]]] | None = Field(
         None, description="what the verdict must say: a count per anomaly (0, \">0\", \"<=5\"), valid, per client "
