@@ -65,7 +65,7 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               stops_process=False, restarts=False),
     FaultKind("disk-full", "node", "fill the node's data file system; a broker that shut itself down is "
               "restarted when healed", ("full disk", "full disks"), "#546e7a",
-              proves="the data file system's free bytes read back at most leave_bytes",
+              proves="the data file system's free bytes read back within 1 MiB of leave_bytes",
               stops_process=True, restarts=True),
     FaultKind("client-crash", "client", "SIGKILL a producer, consumer or pipeline process; a new one takes its "
               "place when healed", ("crash", "crashes"), "#00897b",
