@@ -58,12 +58,17 @@ class Assessment:
 RELEASE_CONDITION = re.compile(r"^kafka(>=|<=|>|<|==)(\d+(?:\.\d+){0,2})$")
 
 
+def release_numbers(version: str) -> tuple[int, ...]:
+    """A release as numbers to compare and sort by (3.10.0 after 3.9.2; a part that is not a number counts 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
 def release_holds(condition: str, version: str) -> bool:
     """Whether Kafka ``version`` (3.9.2) meets ``condition`` (kafka>=3.6), compared part by part as numbers."""
     found = RELEASE_CONDITION.match(condition)
     assert found is not None  # the scenario validated it
-    op, bound = found.group(1), tuple(int(p) for p in found.group(2).split("."))
-    release = tuple(int(p) if p.isdigit() else 0 for p in version.split("."))[:len(bound)]
+    op, bound = found.group(1), release_numbers(found.group(2))
+    release = release_numbers(version)[:len(bound)]
     return OPS[op](release, bound)  # type: ignore[arg-type]
 
 

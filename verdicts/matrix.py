@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
-from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess
+from verdicts.expect import NOT_JUDGED, UNMET, Assessment, assess, release_numbers
 from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import INDEX, REPORT, RESULTS, SCENARIO, STAMP_FORMAT, RunDir
 from rundir.lines import HistoryError
@@ -211,7 +211,7 @@ def version_column(run: Run) -> str:
 def release_order(column: str) -> tuple:
     """Columns by Kafka release as numbers (3.10 after 3.9), then by client."""
     release, _, client = column.partition(" · ")
-    return tuple(int(p) if p.isdigit() else 0 for p in release.split(".")), client
+    return release_numbers(release), client
 
 
 def build_versions(runs: list[Run]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -16,10 +16,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from catalogue.faults import writing_evidence
+from catalogue.history import NODE_VERSION_STEPS
+from verdicts.expect import release_numbers
 from verdicts.report.isr import span_bar
 from verdicts.report.scan import NS, Scan
 
 ROLLING = writing_evidence("node-version")  # the faults that write node-version lines
+RESTARTED, RAISED = NODE_VERSION_STEPS
 RELEASE_COLOURS = ("#b0bec5", "#4db6ac", "#9575cd", "#ffb74d", "#aed581", "#f06292")  # oldest release first
 STOPPED_COLOUR = "#eeeeee"
 ROLES = ("controller", "zookeeper", "broker")  # top to bottom
@@ -38,14 +41,14 @@ class Span:
 
 def restarts(scan: Scan) -> list[dict[str, Any]]:
     """The node-version lines of nodes a roll restarted, in time order (lines missing what a strip needs dropped)."""
-    lines = [e for e in scan.node_versions if e.get("step") == "restarted" and e.get("node")
+    lines = [e for e in scan.node_versions if e.get("step") == RESTARTED and e.get("node")
              and isinstance(e.get("time_ns"), int)]
     return sorted(lines, key=lambda e: e["time_ns"])
 
 
 def raises(scan: Scan) -> list[dict[str, Any]]:
     """The version settings raised for the whole cluster, in time order."""
-    return sorted((e for e in scan.node_versions if e.get("step") == "raised" and isinstance(e.get("time_ns"), int)),
+    return sorted((e for e in scan.node_versions if e.get("step") == RAISED and isinstance(e.get("time_ns"), int)),
                   key=lambda e: e["time_ns"])
 
 
@@ -55,13 +58,14 @@ def version_spans(scan: Scan) -> dict[str, list[Span]]:
     was meant to reach but never restarted ran the cluster's first release throughout."""
     start, end = scan.start_ns or 0, max(scan.end_ns, scan.start_ns or 0)
     spans: dict[str, list[Span]] = {}
-    for e in restarts(scan):
+    lines = restarts(scan)
+    for e in lines:
         node, served = e["node"], e["time_ns"]
         stopped = e["stopped_ns"] if isinstance(e.get("stopped_ns"), int) else served
         strip = spans.setdefault(node, [Span(node, start, end, e.get("from_version"))])
         strip[-1].end_ns = max(strip[-1].start_ns, stopped)
         strip += [Span(node, strip[-1].end_ns, served, None, e), Span(node, served, max(served, end), e.get("version"))]
-    first = next((e.get("from_version") for e in restarts(scan)), None)
+    first = next((e.get("from_version") for e in lines), None)
     for w in scan.faults:
         for node in w["targets"] if w["fault"] in ROLLING and first else ():
             spans.setdefault(node, [Span(node, start, end, first)])
@@ -76,9 +80,8 @@ def _node_order(name: str) -> tuple[int, str, int]:
 
 
 def _release(version: str | None) -> tuple[int, ...]:
-    """A release as numbers to sort by (3.10.0 after 3.9.2); anything else last."""
-    parts = re.findall(r"\d+", version or "")
-    return tuple(int(p) for p in parts) if parts else (1 << 30,)
+    """A release as numbers to sort by (3.10.0 after 3.9.2); anything without a number last."""
+    return release_numbers(version) if version and re.search(r"\d", version) else (1 << 30,)
 
 
 def version_traces(scan: Scan) -> tuple[list[go.BaseTraceType], list[str]]:
