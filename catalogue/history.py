@@ -12,6 +12,9 @@ from __future__ import annotations
 SEND_FIELDS = ("producer", "seq", "topic", "key", "partition", "offset", "status", "error", "invoke_ns",
                "complete_ns", "txn")
 SEND_STATUSES = ("ok", "fail", "info")  # acknowledged | definitely not written | outcome unknown
+# a send's error when its transaction's abort took it out of the client's queue (librdkafka, the Java client): status
+# info, for a retry is purged too and its first attempt may be in the log
+PURGE_ERRORS = ("_PURGE_QUEUE", "TransactionAbortedException")
 # a send of an exactly-once pipeline also names the input it was made from
 PIPELINE_SEND_FIELDS = ("from_producer", "from_seq")
 

@@ -156,8 +156,10 @@ class Explainer:
         for k, v in batches_by.items():
             self.parts.setdefault(k, Partition(k[0], k[1], [], v))
 
-    def explain(self, ranges: list[Event]) -> dict[str, Any]:
-        chains: list[Event] = []
+    def explain(self, ranges: list[Event], told: list[Event] | None = None) -> dict[str, Any]:
+        """Chains for ``ranges``; ``told``: chains another explainer made for ranges not among them (a reused
+        sequence's, forensics/sequence_reuse.py), counted with these."""
+        chains: list[Event] = list(told or ())
         unexplained: list[Event] = []
         for r in ranges:
             if r["anomaly"] not in EXPLAINED:
@@ -175,6 +177,9 @@ class Explainer:
         """Counts per fault (and per "no fault" for what no chain explains), in fault order."""
         rows: dict[int | None, Event] = {}
         for c in chains:
+            if c["fault"] is None:  # a chain that names no fault: counted with what none explains
+                unexplained = [*unexplained, c]
+                continue
             w = self.faults[c["fault"] - 1]
             row = rows.setdefault(c["fault"], {"fault": c["fault"], "label": fault_phrase(w),
                                                **{a: 0 for a in EXPLAINED}})

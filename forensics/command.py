@@ -14,6 +14,7 @@ from typing import Any
 from catalogue.exits import EXIT_VALID, HarnessError
 from forensics.chains import EXPLAINED, Explainer, TransactionExplainer
 from forensics.parse import Event, parse_node_log
+from forensics.sequence_reuse import ANOMALIES as REUSE_ANOMALIES, SequenceReuse
 from rundir.broker_events import read_broker_events, write_broker_events
 from rundir.documents import (compose_results, read_events, read_results, read_scenario, read_txns, results_parts,
                                wall_start, write_results)
@@ -56,13 +57,17 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
     batches = read_replica_batches(run.history, notes) if run.replica_batches.is_file() else None
     started = wall_start(read_scenario(run))
     events = read_events(run.history, notes)
+    started_ms = None if started is None else int(started.timestamp() * 1000)
+    txns = read_txns(run.history, notes) if run.txns.is_file() else []
+    # first the acknowledgements of records a purged retry had already written (a reused sequence), whose log no
+    # fault cut: the ranges they do not explain go on to the leader and log chains
+    reused, rest = SequenceReuse(ranges, run.sends, run.reads, txns, events, batches, started_ms, notes).explain()
     explained = Explainer(events, read_broker_events(run.history, notes), batches,
-                          results.get("examples"), None if started is None else int(started.timestamp() * 1000)
-                          ).explain(ranges)
+                          results.get("examples"), started_ms).explain(
+        [r for r in ranges if r["anomaly"] not in REUSE_ANOMALIES] + rest, reused)
     # per transaction of the examples: its outcome, and the held request of its producer that reached a broker
     # while it was open (request lines), else the faults under way
-    explained["transaction_chains"] = TransactionExplainer(
-        events, read_txns(run.history, notes) if run.txns.is_file() else [], results.get("examples")).explain()
+    explained["transaction_chains"] = TransactionExplainer(events, txns, results.get("examples")).explain()
     explained["notes"] = notes
     return explained
 

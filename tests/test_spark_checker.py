@@ -42,7 +42,7 @@ from spark_analysis import checker as spark_checker, columnar
 from spark_analysis.judge import sql_conf
 from spark_analysis.session import spark_session
 from test_anomaly_ranges import GROUPING_CASES, RANGES_HISTORY_EXPECTED, S, ranges_history, timed
-from test_checker_reference import clean, committed, final_read, make_run, read, send, write_jsonl
+from test_checker_reference import clean, committed, final_read, make_run, purged_but_present, read, send, write_jsonl
 from test_checker_transactions import CASES as TXN_CASES, cread, final_reads, tsend, txn, uread
 
 TOPIC = "t"
@@ -145,6 +145,7 @@ CASES: dict[str, dict[str, list]] = {
     "same_position_twice": _with(clean(), reads=[read("p0", 1, 1)]),
     "unexpected": _with(clean(), reads=[read("ghost", 0, 5, phase="live"), read("ghost", 0, 5),
                                         read("ghost", 1, 6), read(None, None, 9)]),
+    "purged_but_present": purged_but_present(),
     "failed_but_present": _with(clean(), sends=[send("p0", 3, status="fail"), send("p0", 4, status="fail")],
                                 reads=[read("p0", 3, 3)]),
     "divergent": _with(clean(), sends=[send("p1", 0, offset=1)],

@@ -57,8 +57,10 @@ DEFINITELY_NOT_WRITTEN = frozenset({
     KafkaError.INVALID_REQUIRED_ACKS,
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError._INVALID_ARG,
-    KafkaError._PURGE_QUEUE,    # abort_transaction took it out of the queue before any broker saw it
 })
+# Not among them: _PURGE_QUEUE. abort_transaction() purges the queue, retries included, and a retry is queued
+# again after a request whose answer never came: an earlier attempt of that message may be in the log (seen:
+# docs/findings/librdkafka-purged-sequence-reuse.md). A purged message's outcome is unknown (``info``).
 
 BATCH = 1000                    # seqs announced and produced per loop turn, at most
 DEFAULT_QUEUE_MAX = 100_000     # librdkafka's queue.buffering.max.messages
