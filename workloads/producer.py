@@ -58,8 +58,8 @@ DEFINITELY_NOT_WRITTEN = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError._INVALID_ARG,
 })
-# Not among them: _PURGE_QUEUE. abort_transaction() purges the queue, retries included, and a retry is queued
-# again after a request whose answer never came: an earlier attempt of that message may be in the log (seen:
+# Not among them: _PURGE_QUEUE (catalogue.history.PURGE_ERRORS). abort_transaction() purges retries too, queued
+# again after a request whose answer never came: an earlier attempt may be in the log (seen:
 # docs/findings/librdkafka-purged-sequence-reuse.md). A purged message's outcome is unknown (``info``).
 
 BATCH = 1000                    # seqs announced and produced per loop turn, at most

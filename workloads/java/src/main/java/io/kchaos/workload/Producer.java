@@ -13,6 +13,7 @@ import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.SerializationException;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
+import org.apache.kafka.common.errors.TransactionAbortedException;
 
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -189,15 +190,11 @@ public class Producer {
         return t.getClass().getSimpleName();
     }
 
-    /**
-     * Errors after which the record is definitely not in any log (the contract's list). Not among them:
-     * TransactionAbortedException, which an abort gives the batches still in the accumulator, retries of a request
-     * whose answer never came included (an earlier attempt may be in the log), as librdkafka's _PURGE_QUEUE.
-     */
+    /** Errors after which the record is definitely not in any log (the contract's list). */
     static boolean definitelyNotWritten(Exception e) {
         return e instanceof RecordTooLargeException || e instanceof RecordBatchTooLargeException
                 || e instanceof InvalidRecordException || e instanceof TopicAuthorizationException
-                || e instanceof SerializationException;
+                || e instanceof SerializationException || e instanceof TransactionAbortedException;
     }
 
     private final class Sent implements Callback {
