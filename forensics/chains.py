@@ -412,8 +412,19 @@ def broker_name(node: Any) -> str:
 class TransactionExplainer:
     """Chains for the transactions of the examples of aborted_read, torn_transaction and (transactional) lost."""
 
-    def __init__(self, events: list[Event], txns: list[Event], examples: dict[str, list[Event]] | None) -> None:
+    def __init__(self, events: list[Event], txns: list[Event], examples: dict[str, list[Event]] | None,
+                 reused: list[Event] | None = None) -> None:
+        """``reused``: the sequence-reuse chains (forensics/sequence_reuse.py), whose acknowledgements a
+        transaction's chain names instead of the held requests it would look for."""
         self.faults = fault_windows(events)
+        self.reused: dict[tuple[str, int], list[Event]] = defaultdict(list)
+        told: set[tuple[str, int]] = set()  # a lost acknowledgement is in a divergent range's chain too
+        for c in reused or ():
+            for r in c.get("reused") or ():
+                if (r["producer"], r["seq"]) not in told:
+                    told.add((r["producer"], r["seq"]))
+                    self.reused[(r["producer"], r["txn"])].append({**r, "topic": c["topic"],
+                                                                   "partition": c["partition"]})
         self.requests = sorted((e for e in events if e.get("kind") == "request" and e.get("released_ns") is not None
                                 and e.get("held_ns") is not None), key=lambda e: e["released_ns"])
         self.txns = {(t["producer"], t["txn"]): t for t in txns}
@@ -506,7 +517,14 @@ class TransactionExplainer:
             parts.append(what)
             steps.append({"time_ns": r["released_ns"], "node": broker_name(r.get("node")), "line": None,
                           "what": what})
-        if not late:
+        reused = self.reused.get((producer, txn))
+        if reused and not late:
+            held = sorted({r["held_txn"] for r in reused})
+            parts.append(f"{len(reused)} of its messages were acknowledged at offsets that hold records of "
+                         f"transaction {', '.join(map(str, held))}, which the client had reported purged (a reused "
+                         f"sequence: " + ", ".join(f"{r['topic']}-{r['partition']} offset {r['offset']:,}"
+                                                   for r in reused[:4]) + ")")
+        elif not late:
             parts.append(self.known(t, producer, outcome, intent, begin, end))
         faults = [w for w in self.faults if begin is not None and w["start_ns"] <= (end if end is not None else
                   w["start_ns"]) and (w["end_ns"] is None or w["end_ns"] >= begin)]

@@ -67,7 +67,7 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
         [r for r in ranges if r["anomaly"] not in REUSE_ANOMALIES] + rest, reused)
     # per transaction of the examples: its outcome, and the held request of its producer that reached a broker
     # while it was open (request lines), else the faults under way
-    explained["transaction_chains"] = TransactionExplainer(events, txns, results.get("examples")).explain()
+    explained["transaction_chains"] = TransactionExplainer(events, txns, results.get("examples"), reused).explain()
     explained["notes"] = notes
     return explained
 

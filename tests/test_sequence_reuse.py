@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from forensics.chains import TransactionExplainer
 from forensics.sequence_reuse import SequenceReuse, reports_purges
 
 STARTED_MS = 1795831787608  # 2026-11-28T02:09:47.608989Z
@@ -83,3 +84,13 @@ def test_only_runs_that_report_a_purge_are_read(tmp_path: Path) -> None:
     assert reports_purges(jsonl(tmp_path / "b.jsonl", [ACKED])) is False
     assert reports_purges(tmp_path / "missing.jsonl") is False
     assert reuse(tmp_path, [ACKED], [HELD], [LOST]) == ([], [LOST])
+
+
+def test_the_transaction_chain_names_the_reused_sequence(tmp_path: Path) -> None:
+    chains, _ = reuse(tmp_path, [PURGED, ACKED], [HELD], [LOST, {**LOST, "anomaly": "divergent"}])
+    examples = {"lost": [{"producer": "p1", "seq": 816, "send": ACKED}]}
+    [told] = TransactionExplainer(EVENTS, TXNS, examples, chains).explain()
+    assert told["sentence"] == (
+        "transaction 136 of p1: 1 of its acknowledged messages lost although it committed; 1 of its messages were "
+        "acknowledged at offsets that hold records of transaction 135, which the client had reported purged (a "
+        "reused sequence: chaos-0 offset 520).")
