@@ -74,15 +74,19 @@ class SequenceReuse:
                 self.batches[(b["topic"], b["partition"])].append(b)
         if not self.active:
             return
-        for s in iter_jsonl(sends, "history/sends.jsonl", notes):
-            if s.get("status") == "ok" and (s["topic"], s.get("partition"), s.get("offset")) in wanted:
-                self.acks[(s["topic"], s["partition"], s["offset"])].append(s)
+        for s in iter_jsonl(sends, "history/sends.jsonl", notes):  # a line without what is looked at is skipped
+            pos = (s.get("topic"), s.get("partition"), s.get("offset"))
+            if not isinstance(s.get("producer"), str) or not isinstance(s.get("seq"), int) \
+                    or not isinstance(s.get("complete_ns"), int) or not isinstance(s.get("invoke_ns"), int):
+                continue
+            if s.get("status") == "ok" and pos in wanted:
+                self.acks[pos].append(s)  # type: ignore[index]
             elif s.get("error") in PURGE_ERRORS:
                 self.purged[(s["producer"], s["seq"])] = s
         for rd in iter_jsonl(reads, "history/reads.jsonl", notes):
-            if rd.get("phase") == "final" and rd.get("isolation") == "read_uncommitted" \
-                    and (rd["topic"], rd["partition"], rd["offset"]) in wanted:
-                self.held[(rd["topic"], rd["partition"], rd["offset"])] = rd
+            pos = (rd.get("topic"), rd.get("partition"), rd.get("offset"))
+            if rd.get("phase") == "final" and rd.get("isolation") == "read_uncommitted" and pos in wanted:
+                self.held[pos] = rd  # type: ignore[index]
 
     def explain(self) -> tuple[list[Event], list[Event]]:
         """The ranges every acknowledgement of which is a reused sequence, as chains; and the ranges left."""

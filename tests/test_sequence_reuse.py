@@ -94,3 +94,9 @@ def test_the_transaction_chain_names_the_reused_sequence(tmp_path: Path) -> None
         "transaction 136 of p1: 1 of its acknowledged messages lost although it committed; 1 of its messages were "
         "acknowledged at offsets that hold records of transaction 135, which the client had reported purged (a "
         "reused sequence: chaos-0 offset 520).")
+
+
+def test_lines_without_the_fields_looked_at_are_skipped(tmp_path: Path) -> None:
+    broken = [{"producer": "p1", "error": "_PURGE_QUEUE"}, {"status": "ok", "topic": "chaos"}, PURGED, ACKED]
+    chains, left = reuse(tmp_path, broken, [{"phase": "final"}, HELD], [LOST])
+    assert left == [] and [c["reused"][0]["seq"] for c in chains] == [816]
