@@ -45,7 +45,8 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
     FaultKind("kill", "node", "SIGKILL the process, restart it when healed", ("kill", "kills"), "#e53935",
               proves="every victim's process is gone when the kill returns; healing waits until each serves again",
               stops_process=True, restarts=True),
-    FaultKind("pause", "node", "freeze the process (SIGSTOP), thaw it when healed: a long GC pause",
+    FaultKind("pause", "node", "freeze every process of the node (the container's cgroup freezer), thaw it when "
+              "healed: a long GC pause",
               ("pause", "pauses"), "#8e24aa",
               proves="each victim's container reads as paused before the fault counts; healing waits until it serves",
               stops_process=True, restarts=False),

@@ -69,6 +69,7 @@ class RequestFault(Fault[Node]):
     answered, and each request becomes a ``request`` line (``evidence``). A window in which the rules matched
     no request changed nothing: ``no_effect`` says so, and the run counts it as not having taken effect."""
 
+    targets: ClassVar[tuple[str, ...]] = BROKER_TARGETS  # the request path sits before brokers only
     action: ClassVar[str]       # the request path's action (clusters/proxy/core.py ACTIONS)
     option_help: ClassVar[Mapping[str, str]] = REQUEST_OPTION_HELP
     timed: ClassVar[bool] = True   # it has hold_s and hold_max_s
@@ -83,9 +84,6 @@ class RequestFault(Fault[Node]):
     def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
         from clusters.proxy.wire import api_key
         settings = {**cls.options, **options}
-        if target not in BROKER_TARGETS:
-            raise FaultError(f"{cls.kind} touches requests bound for brokers: target must be one of "
-                             f"{', '.join(BROKER_TARGETS)}, not {target!r}")
         apis = _names(settings["apis"])
         if not apis:
             raise FaultError(f"{cls.kind}: apis must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")

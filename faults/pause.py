@@ -22,7 +22,7 @@ class PauseFault(Fault):
                 node.pause()
         except ClusterError as e:
             raise FaultError(str(e)) from None
-        return f"SIGSTOP (freezer) {', '.join(n.name for n in nodes)}"
+        return f"freeze {', '.join(n.name for n in nodes)}"
 
     def heal(self, nodes: list[Node]) -> None:
         try:

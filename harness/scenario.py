@@ -402,7 +402,8 @@ class ScheduleModel(Strict):
 
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$", description="the run directory's folder: "
-                      "runs/<name>/<timestamp>")
+                      "runs/<name>/<timestamp>; the loader gives it the file's stem when the file names none",
+                      json_schema_extra={"default_from": "the file's stem"})
     description: str = Field("", description="one line on what the file shows, for the report")
     nightly: Union[bool, list[Literal["zookeeper", "kraft"]]] = Field(
         False, description="true: the nightly runs the file as written; a list of metadata modes: once in each")

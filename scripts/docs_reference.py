@@ -94,6 +94,9 @@ def bounds(info: FieldInfo) -> str:
 
 
 def default_text(info: FieldInfo) -> str:
+    given = (info.json_schema_extra or {}).get("default_from") if isinstance(info.json_schema_extra, dict) else None
+    if given:  # required by the model, filled in by the loader (a scenario's name: its file's stem)
+        return str(given)
     if info.is_required():
         return "required"
     value = info.get_default(call_default_factory=True)

@@ -117,3 +117,10 @@ def test_brokers_mode_cuts_a_target_from_the_other_brokers_only() -> None:
     target = Cluster.brokers[1]
     assert {t.name: [p.name for p in peers] for t, peers in fault.grudges([target]).items()} == {
         "broker2": ["broker1", "broker3"]}
+
+
+@pytest.mark.parametrize("kind", ["delay-requests", "drop-responses", "replay-requests"])
+@pytest.mark.parametrize("target", ["controller", "random-node"])
+def test_a_request_fault_takes_only_broker_targets(kind: str, target: str) -> None:
+    with pytest.raises(FaultError, match=f"{kind} hits a node: target must be one of partition-leader, random-broker"):
+        FAULTS[kind].check_target(target)
