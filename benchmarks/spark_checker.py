@@ -41,7 +41,7 @@ Beside Spark, the yardstick of issue #21: DuckDB (``duckdb`` and
 ``.venv/bin/pip install duckdb``; the checker never imports it) computes
 six of the counts, lost, lost_after_read, duplicated, failed_but_present,
 consumer_redelivered and divergent, on 2 threads with one CTE chain that
-follows DESIGN.md's definitions as checkers/reference.py reads them
+follows the catalogue's definitions as checkers/reference.py reads them
 (``DUCKDB_QUERY``): from the Parquet caches Spark's conversion just wrote
 (so it runs right after ``spark``), and from the JSON lines (read by DuckDB,
 a line's number from ``WITH ORDINALITY``, without the reference reader's
@@ -368,7 +368,7 @@ CREATE VIEW reads AS
   FROM read_parquet('{reads}');
 """
 
-# One CTE chain, each step one definition of DESIGN.md's table as checkers/reference.py reads it.
+# One CTE chain, each step one of the catalogue's definitions as checkers/reference.py reads it.
 DUCKDB_QUERY = """
 WITH
 -- each message's send: the last ok line, else the last line (an acknowledgement is never downgraded)

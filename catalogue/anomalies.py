@@ -1,4 +1,4 @@
-"""Every anomaly a checker reports, and every count results.json holds (DESIGN.md, "Anomalies").
+"""Every anomaly a checker reports, and every count results.json holds (docs/architecture.md, "The catalogue").
 
 One ``Anomaly`` per name holds what every stage needs to know of it: the
 checkers' validity rule reads ``severity``, the expectations read ``role``

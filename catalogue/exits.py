@@ -1,4 +1,5 @@
-"""The exit codes of every kchaos command, and the error that means exit 2 (DESIGN.md, "Command line")."""
+"""The exit codes of every kchaos command, and the error that means exit 2 (docs/architecture.md, "Command line
+and exit codes")."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class FaultKind:
 
     name: str
     victim: str  # "node" or "client"
-    does: str  # what it does, one line (DESIGN.md, "Faults")
+    does: str  # what it does, one line (docs/faults.md)
     noun: tuple[str, str]  # one, many: "kill", "kills"
     colour: str  # its band in the report's timeline
     stops_process: bool

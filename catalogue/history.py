@@ -1,4 +1,4 @@
-"""The fields of every history file and of the workload processes' line protocol (DESIGN.md, "The run directory").
+"""The fields of every history file and of the workload processes' line protocol (docs/run-directory.md).
 
 Readers ignore fields they do not know; these tuples say which fields each
 writer puts on a line, in the order it writes them, so the writers (Python

@@ -2,7 +2,7 @@
 
 Kept apart from the reference checker so that the Spark checker, the report
 and the harness share one list of names, one set of definitions, one
-validity rule (DESIGN.md, "Anomalies") and one wording of every note.
+validity rule (docs/architecture.md, "The catalogue") and one wording of every note.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from catalogue.anomalies import ANOMALY_INFO, ANOMALY_LIST, IF_IDEMPOTENT, IF_OR
 from catalogue.producer_settings import effective_producer, producer_client, producer_config
 from rundir.documents import SCHEMA_VERSION
 
-# The names, definitions and counts results.json holds are the catalogue's (DESIGN.md, "Anomalies").
+# The names, definitions and counts results.json holds are the catalogue's (docs/architecture.md, "The catalogue").
 DEFINITIONS = {a.name: a.definition for a in ANOMALY_LIST}
 
 # The one-line summary `kchaos check` prints, in this order: the tallies, then the anomalies of each group.
@@ -215,8 +215,8 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
 
 
 def validity(counts: dict[str, int], promises: Promises) -> bool:
-    """DESIGN.md's rule: no violation, no duplicate where idempotent, no reorder where order was promised (the
-    catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by its whole."""
+    """The catalogue's rule (docs/anomalies.md): no violation, no duplicate where idempotent, no reorder where order
+    was promised (the catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by its whole."""
     severities = [VIOLATION]
     if promises.idempotent:
         severities.append(IF_IDEMPOTENT)

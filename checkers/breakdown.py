@@ -1,5 +1,5 @@
 """results.json's ``breakdown``: the checker's counts per partition and per fault window, so that the report and
-the matrix show every count from results.json and never count anomalies themselves (DESIGN.md).
+the matrix show every count from results.json and never count anomalies themselves (docs/architecture.md, "Verdicts").
 
 Both engines give the same block (tests/test_spark_checker.py)::
 

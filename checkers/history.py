@@ -8,7 +8,7 @@ results.json shows (``History.send_lines`` / ``History.read_lines``).
 Events are few (faults, leader observations, commits, final-read marks) and
 are kept as the parsed dicts.
 
-The run-directory contract (DESIGN.md) says readers ignore unknown fields and
+The run-directory contract (docs/run-directory.md) says readers ignore unknown fields and
 drop an incomplete last line (the harness died while writing it) with a note.
 Anything else that is unusable stops the checker with a one-line
 ``HistoryError`` naming the file and line.

@@ -6,7 +6,7 @@ reads builds a few indexes keyed by message (producer, seq) and by position
 (topic, partition, offset), one pass over the sends judges each message, and
 whole lines are re-read from disk only for the examples.
 
-Choices the definitions in DESIGN.md leave open, made here so that another
+Choices the catalogue's definitions leave open, made here so that another
 checker can make the same ones:
 
 - Several send lines for one (producer, seq): an ``ok`` line wins over

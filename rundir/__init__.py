@@ -1,4 +1,4 @@
-"""The run directory: kchaos's contract with its users' tools (DESIGN.md, "The run directory").
+"""The run directory: kchaos's contract with its users' tools (docs/run-directory.md).
 
 Every stage that writes or reads a run directory goes through this package:
 ``layout`` names every path and checks what is present, ``lines`` holds the

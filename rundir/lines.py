@@ -2,7 +2,7 @@
 
 Readers ignore fields they do not know; a last line cut off (the harness died
 while writing it) is dropped with a note; anything else that is unusable is
-a one-line ``HistoryError`` naming the file and line (DESIGN.md).
+a one-line ``HistoryError`` naming the file and line (docs/architecture.md, "Command line and exit codes").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """history/sends.parquet and reads.parquet: the JSON lines converted once for Spark, rebuilt when they change.
 
-The JSONL files are the contract (DESIGN.md); a Parquet file beside one is
+The JSONL files are the contract (docs/run-directory.md); a Parquet file beside one is
 only a cache of it. Its footer records the size and modification time (ns) of
 the JSONL it was made from, so it is used only while the JSONL still has
 both and is not newer than the cache; otherwise it is rebuilt. The footer

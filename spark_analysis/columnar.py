@@ -2,7 +2,7 @@
 
 Why: parsing JSON is most of a Spark check; Arrow parses the same lines many
 times faster (benchmarks/PROFILE.md), and Spark then reads typed columns. The
-JSON lines stay the contract (DESIGN.md); the Parquet files are a cache (see
+JSON lines stay the contract (docs/run-directory.md); the Parquet files are a cache (see
 ``cache``). Every line gets the reference reader's verdict: a block of lines
 takes Arrow's fast path only when that is provably what the reference would
 read (``fast_block``), any other block is read with the reference's own

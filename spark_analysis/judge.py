@@ -1,4 +1,4 @@
-"""The anomalies of DESIGN.md as DataFrame transformations: two grouped shuffles and one window.
+"""The catalogue's anomalies as DataFrame transformations: two grouped shuffles and one window.
 
 By message, sends and reads grouped by (pid, seq) once (``fast_messages``,
 ``exact_messages``); by position, reads and unconfirmed acks grouped by

@@ -1,7 +1,7 @@
 """The SparkSession the checker runs on: local on all cores by default, or an existing Spark cluster.
 
 ``spark_conf`` sizes the JVM and the shuffle for the history to check (a
-2-core, 24 GB machine is the baseline; see DESIGN.md); the comments beside
+2-core, 24 GB machine is the baseline; see docs/architecture.md, "The machines"); the comments beside
 each setting say why, benchmarks/PROFILE.md what each was measured to save.
 ``spark_master`` (or the SPARK_MASTER environment variable) points the same
 job at a standalone cluster, e.g. ``spark://127.0.0.1:7077``, whose executors

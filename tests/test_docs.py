@@ -106,3 +106,11 @@ def test_the_readme_is_short_and_its_links_exist() -> None:
     assert len(text.splitlines()) <= 150
     links = re.findall(r"\]\(([^)#\s]+)", text)
     assert links and [link for link in links if not (REPO / link).exists()] == []
+
+
+def test_no_file_names_a_path_outside_the_repository() -> None:
+    """A clone is whole: the design is docs/architecture.md, and no tracked file points at notes beside the
+    repository (the first design's file, a sibling folder)."""
+    found = subprocess.run(["git", "grep", "-n", "-I", "-e", "DESIGN" + ".md", "-e", "../" + "shared"],
+                           cwd=REPO, capture_output=True, text=True).stdout
+    assert found == "", found

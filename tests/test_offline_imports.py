@@ -1,8 +1,8 @@
 """The offline stages stand alone: `kchaos check`, `report`, `forensics` and `matrix` need no cluster library, the
 room (rundir/, verdicts/, checkers/, forensics/) imports nothing of the stages that run clusters, no module of the
 project imports another in a circle or takes another's private names, and package imports point one way, down the
-data flow (DESIGN.md, "Layout"): a package imports only packages below it, and the catalogue at the bottom imports
-nothing of kchaos."""
+data flow (docs/architecture.md, "Import order, and why"): a package imports only packages below it, and the
+catalogue at the bottom imports nothing of kchaos."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ million points, ``latency``), leadership per partition and the fault windows.
 The timeline's lost and duplicated bars are placed with compact arrays
 indexed by seq (per producer), never one dict per message; they are drawing
 data only. Every count the report shows as a number, per partition and per
-fault too, comes from results.json (DESIGN.md: the report never counts
+fault too, comes from results.json (docs/architecture.md, "Verdicts": the report never counts
 anomalies itself).
 """
 
