@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="the seed of the fault schedule (default: the scenario's)")
     run.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default runs/)")
 
+    validate = sub.add_parser("validate", help="check a scenario file as run would, starting nothing",
+                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    validate.add_argument("scenario", type=Path, help="the scenario file (YAML)")
+    validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a scenario key, as for run (repeatable)")
+
     check = sub.add_parser("check", help="check an existing run directory again", epilog=EXIT_CODES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("run_dir", type=Path, help="a run directory, runs/<scenario>/<timestamp>")
@@ -153,6 +159,8 @@ def dispatch(args: argparse.Namespace) -> int:
     from harness import commands
     from harness.nightly import nightly
 
+    if args.command == "validate":
+        return commands.validate(args.scenario, args.overrides)
     if args.command == "run":
         return commands.run(args.scenario, args.overrides, args.seed, writable_root(args.out), args.engine,
                             args.spark_master)

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import docker.errors
 
-from catalogue.exits import HarnessError
+from catalogue.exits import EXIT_VALID, HarnessError
 from clusters.spec import ClusterSpec
 from harness import cluster_cmd
 from harness.run import run_scenario
@@ -39,6 +39,18 @@ def docker_errors_in_one_line(command: F) -> F:
 
 
 @docker_errors_in_one_line
+def validate(scenario_file: Path, overrides: list[str]) -> int:
+    """``kchaos validate``: the scenario loaded as ``kchaos run`` loads it (its schema, the setting names of its
+    Kafka release and clients, its faults' targets, options and nesting, its client releases' numbers), and
+    nothing started; what it would run, in one line. A problem is kchaos's one-line error, exit 2."""
+    scenario = load_scenario(scenario_file, overrides)
+    w = scenario.workload
+    print(f"{scenario_file}: valid: {scenario.name}, Kafka {scenario.cluster.kafka_version} "
+          f"({scenario.cluster.metadata}), {w.client} client, {len(scenario.faults)} fault"
+          f"{'' if len(scenario.faults) == 1 else 's'}, {w.duration_s:g} s")
+    return EXIT_VALID
+
+
 def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, engine: str,
         spark_master: str | None) -> int:
     """Run a scenario, then judge it; a harness error during the run wins over the verdict (exit 2).

@@ -99,6 +99,11 @@ BAD_INPUTS: dict[str, tuple[dict[str, bytes], list[str], str]] = {
     "topic setting typo": ({}, ["run", str(VALID), "--set", "topic.config.retention.msx=1"],
                            "topic.config.retention.msx: not a Kafka 3.9.2 topic setting (did you mean retention.ms?)"),
     "--set without =": ({}, ["run", str(VALID), "--set", "nonsense"], "expected key=value"),
+    "validate a missing file": ({}, ["validate", "{tmp}/nope.yaml"], "no such scenario file"),
+    "validate min.insync above RF": ({"s.yaml": b"topic: {replication_factor: 3, min_insync_replicas: 4}\n"},
+                                     ["validate", "{tmp}/s.yaml"], "min_insync_replicas=4 is above replication_factor=3"),
+    "validate a broker setting typo": ({}, ["validate", str(VALID), "--set", "cluster.broker_config.log.flush.ms=1"],
+                                       "not a Kafka 3.9.2 broker setting"),
     "--set past a list": ({}, ["run", str(VALID), "--set", "faults.7.duration_s=1"], "not an existing list item"),
     "--set non-YAML value": ({}, ["run", str(VALID), "--set", "topic.partitions=[1,"], "not valid YAML"),
     "--seed not a number": ({}, ["run", str(VALID), "--seed", "abc"], "invalid int value: 'abc'"),
@@ -149,6 +154,17 @@ def test_the_installed_command_prints_one_line_and_exits_2(argv: list[str], frag
                             capture_output=True, text=True, timeout=120)
     assert_one_line_exit_2(result.returncode, result.stderr, fragment)
     assert not (tmp_path / "nope").exists()
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_validate_says_what_a_shipped_scenario_would_run_and_starts_nothing(
+        path: Path, no_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = kchaos(["validate", str(path)], capsys)
+    scenario = load_scenario(path)
+    assert (code, err) == (0, "")
+    assert out == (f"{path}: valid: {scenario.name}, Kafka {scenario.cluster.kafka_version} "
+                   f"({scenario.cluster.metadata}), {scenario.workload.client} client, {len(scenario.faults)} "
+                   f"fault{'' if len(scenario.faults) == 1 else 's'}, {scenario.workload.duration_s:g} s\n")
 
 
 def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
