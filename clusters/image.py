@@ -119,8 +119,23 @@ def _image_exists(client: docker.DockerClient, tag: str) -> bool:
 def _run(cmd: list[str], what: str) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
-        raise ClusterError(f"{what} failed (exit {result.returncode}): {' | '.join(tail)}")
+        raise ClusterError(tool_failure(what, result))
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ARTIFACT = re.compile(r"[\w.-]+:[\w.-]+:(?:jar|pom):[\w.-]+")
+
+
+def tool_failure(what: str, result: subprocess.CompletedProcess[str]) -> str:
+    """A build tool's failure in one line: what failed, its exit code and its own words, colour codes stripped
+    (Maven prints its errors on stdout and only colour resets on stderr). Where Maven names artifacts it could not
+    resolve, those; else its first error lines; else the output's last lines."""
+    lines = [ANSI.sub("", line).strip() for line in f"{result.stdout}\n{result.stderr}".splitlines()]
+    lines = [line for line in lines if line and line != "[ERROR]"]
+    errors = [line.removeprefix("[ERROR]").strip() for line in lines if line.startswith("[ERROR]")]
+    missing = list(dict.fromkeys(a for e in errors for a in ARTIFACT.findall(re.sub(r"for project \S+", "", e))))
+    words = f"Maven could not resolve {', '.join(missing)}" if missing else " | ".join(errors[:2] or lines[-5:])
+    return f"{what} failed (exit {result.returncode}): {words or 'it printed nothing'}"
 
 
 def host_is_debian(os_release: str) -> bool:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from clusters.image import CACHE_DIR, filled_in_place, recipe_digest
+from clusters.image import CACHE_DIR, filled_in_place, recipe_digest, tool_failure
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,7 @@ def _run(cmd: list[str], what: str) -> None:
     except FileNotFoundError:
         raise JavaBuildError(f"{what} failed: {cmd[0]} is not installed (run `make setup`)") from None
     if result.returncode != 0:
-        tail = [line for line in (result.stderr + result.stdout).strip().splitlines() if line.strip()][-5:]
-        raise JavaBuildError(f"{what} failed (exit {result.returncode}): {' | '.join(tail)}")
+        raise JavaBuildError(tool_failure(what, result))
 
 
 def ensure_built(kafka_version: str) -> Path:

@@ -4,6 +4,7 @@ an image of one's own named by KCHAOS_BASE_IMAGE, checked before a node image is
 from __future__ import annotations
 
 import io
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from clusters import image
 from clusters.errors import ClusterError
+from clusters.image import tool_failure
 from clusters.image import BASE_IMAGE_ENV, DEBIAN_KEYRING, base_problem, host_is_debian, mmdebstrap_command
 
 UBUNTU = 'NAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\n'
@@ -115,3 +117,24 @@ def test_a_base_without_java_is_refused_in_one_line(engine: docker.DockerClient,
     assert str(refused.value) == f"{BASE_IMAGE_ENV}={base}: it lacks java (a node needs a JRE 17 and " \
                                  "hostname, awk, sed, sync, mkdir, basename, sleep, cat, ls, rm)"
     assert "\n" not in str(refused.value)
+
+
+# Maven's output when a release's jars are not there (stdout: its errors after colour codes; stderr: colour resets)
+MAVEN_MISSING = subprocess.CompletedProcess(
+    ["mvn"], 1,
+    "\x1b[0m\x1b[0m\x1b[0m[ERROR] Failed to execute goal on project kafka-runtime: Could not resolve dependencies for "
+    "project io.kchaos:kafka-runtime:pom:1: The following artifacts could not be resolved: "
+    "org.apache.kafka:kafka_2.13:jar:4.0.9, org.apache.kafka:kafka-tools:jar:4.0.9: Could not find artifact "
+    "org.apache.kafka:kafka_2.13:jar:4.0.9\n[ERROR] \n[ERROR] To see the full stack trace of the errors, re-run "
+    "Maven with the -e switch.\n\x1b[0m",
+    "\x1b[0m\x1b[0m")
+
+
+def test_a_build_tool_failure_names_what_maven_could_not_resolve() -> None:
+    assert tool_failure("resolving Kafka 4.0.9 from Maven Central", MAVEN_MISSING) == (
+        "resolving Kafka 4.0.9 from Maven Central failed (exit 1): Maven could not resolve "
+        "org.apache.kafka:kafka_2.13:jar:4.0.9, org.apache.kafka:kafka-tools:jar:4.0.9")
+    other = subprocess.CompletedProcess(["mvn"], 1, "[ERROR] \x1b[1mNo plugin found for prefix 'x'\x1b[m\n", "")
+    assert tool_failure("building", other) == "building failed (exit 1): No plugin found for prefix 'x'"
+    assert tool_failure("building", subprocess.CompletedProcess(["x"], 3, "", "")) == \
+        "building failed (exit 3): it printed nothing"
