@@ -2,7 +2,7 @@
 PY     := .venv/bin/python
 KCHAOS := .venv/bin/kchaos
 
-.PHONY: setup test test-unit chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows docs
+.PHONY: setup test test-unit lint chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows docs
 
 setup:
 	@bash scripts/setup.sh
@@ -12,6 +12,10 @@ test: setup
 
 test-unit: setup
 	$(PY) -m pytest -m "not cluster"
+
+# ruff, as pyproject.toml configures it (make test runs it too: tests/test_lint.py)
+lint: setup
+	.venv/bin/ruff check .
 
 chaos-acks1: setup
 	$(KCHAOS) run scenarios/acks1-leader-kill.yaml

@@ -43,7 +43,7 @@ def produce(cluster: Cluster, topic: str, count: int, size: int = 100, timeout_s
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1", "linger.ms": 2,
                          "message.timeout.ms": int(timeout_s * 1000)})
     outcomes: list[bool] = []
-    for i in range(count):
+    for _ in range(count):
         producer.produce(topic, value=b"x" * size, on_delivery=lambda err, _m: outcomes.append(err is None))
         producer.poll(0)
     producer.flush(timeout_s + 10)

@@ -838,7 +838,6 @@ def test_a_process_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_the_read_backs_fast_lines_are_the_records_json(value: bytes | None, isolation: str) -> None:
     """Formatting a read-back line from the record's fields gives the bytes of its dict, whatever the value."""
-    clock = RunClock()
     msg = Message(topic="chaos", partition=4, offset=13_100, value=value)
     fast, = ReadLines("final-reader", None, "final", "chaos", isolation).lines([msg], 123_456_789, {4: 13_101})  # type: ignore[list-item]
     record = read_record(msg, "final-reader", None, "final", 123_456_789, isolation)  # type: ignore[arg-type]
