@@ -14,7 +14,7 @@ from typing import Any
 from catalogue.exits import EXIT_VALID, HarnessError
 from forensics.chains import EXPLAINED, Explainer, TransactionExplainer
 from forensics.parse import Event, parse_node_log
-from forensics.sequence_reuse import ANOMALIES as REUSE_ANOMALIES, SequenceReuse
+from forensics.sequence_reuse import SequenceReuse
 from rundir.broker_events import read_broker_events, write_broker_events
 from rundir.documents import (compose_results, read_events, read_results, read_scenario, read_txns, results_parts,
                                wall_start, write_results)
@@ -63,8 +63,7 @@ def explain_run(run: RunDir, results: dict[str, Any]) -> dict[str, Any] | None:
     # fault cut: the ranges they do not explain go on to the leader and log chains
     reused, rest = SequenceReuse(ranges, run.sends, run.reads, txns, events, batches, started_ms, notes).explain()
     explained = Explainer(events, read_broker_events(run.history, notes), batches,
-                          results.get("examples"), started_ms).explain(
-        [r for r in ranges if r["anomaly"] not in REUSE_ANOMALIES] + rest, reused)
+                          results.get("examples"), started_ms).explain(rest, reused)
     # per transaction of the examples: its outcome, and the held request of its producer that reached a broker
     # while it was open (request lines), else the faults under way
     explained["transaction_chains"] = TransactionExplainer(events, txns, results.get("examples"), reused).explain()

@@ -57,6 +57,7 @@ class SequenceReuse:
 
     def __init__(self, ranges: list[Event], sends: Path, reads: Path, txns: list[Event], events: list[Event],
                  batches: list[Event] | None, started_ms: int | None, notes: list[str]) -> None:
+        self.all_ranges = ranges
         self.ranges = [r for r in ranges if r["anomaly"] in ANOMALIES]
         wanted = positions(self.ranges)
         self.active = bool(wanted) and len(wanted) <= MAX_POSITIONS and reports_purges(sends) and reads.is_file()
@@ -89,14 +90,13 @@ class SequenceReuse:
                 self.held[pos] = rd  # type: ignore[index]
 
     def explain(self) -> tuple[list[Event], list[Event]]:
-        """The ranges every acknowledgement of which is a reused sequence, as chains; and the ranges left."""
-        if not self.active:
-            return [], list(self.ranges)
-        chains, left = [], []
-        for r in self.ranges:
-            chain = self.chain(r)
-            (left if chain is None else chains).append(chain or r)
-        return chains, left
+        """The ranges every acknowledgement of which is a reused sequence, as chains; and every other range of the
+        run, in its order, for the leader and log chains."""
+        chains = [c for c in map(self.chain, self.ranges) if c is not None] if self.active else []
+        told = {(c["anomaly"], c["topic"], c["partition"], c["first_ns"], c["min_offset"]) for c in chains}
+        return chains, [r for r in self.all_ranges
+                        if (r["anomaly"], r["topic"], r.get("partition"), r.get("first_ns"), r.get("min_offset"))
+                        not in told]
 
     def chain(self, r: Event) -> Event | None:
         told = []
