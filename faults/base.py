@@ -14,7 +14,10 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from catalogue.faults import fault_kind
 from clusters.cluster import Cluster
@@ -39,14 +42,46 @@ class FaultSkipped(Exception):
     """
 
 
+class FaultOptions(BaseModel):
+    """A fault kind's options, typed once. Scenario validation, the generated fault reference and the explorer's
+    space all read the subclass a kind names: each field's type, default and bounds (``gt``, ``ge``, ``le``,
+    ``Literal`` choices) and its description, the option's one-line help. A kind with no options keeps this one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Options = TypeVar("Options", bound=FaultOptions)
+
+
+def with_defaults(model: type[Options], name: str, **defaults: Any) -> type[Options]:
+    """``model`` with other defaults, for kinds that share options but not their defaults."""
+    fields: dict[str, Any] = {k: (model.model_fields[k].annotation,
+                                  FieldInfo.merge_field_infos(model.model_fields[k], default=v))
+                             for k, v in defaults.items()}
+    return create_model(name, __base__=model, **fields)
+
+
+def options_error(kind: str, model: type[FaultOptions], error: ValidationError) -> str:
+    """One line for the first thing wrong with a fault's options."""
+    first = error.errors()[0]
+    name = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        unknown = sorted(str(e["loc"][0]) for e in error.errors() if e["type"] == "extra_forbidden")
+        return f"{kind} has no option {', '.join(unknown)} (options: {', '.join(model.model_fields) or 'none'})"
+    if first["type"] == "literal_error":
+        choices = get_args(model.model_fields[name].annotation)
+        return f"{kind} {name} must be one of {', '.join(map(str, choices))}, not {first['input']!r}"
+    message = first["msg"].removeprefix("Value error, ")
+    message = message[:1].lower() + message[1:]
+    return f"{kind} {name}: {message}" if name else f"{kind}: {message}"
+
+
 class Fault(ABC, Generic[Victim]):
     """One kind of fault. ``apply`` and ``heal`` must check that they took effect."""
 
     kind: ClassVar[str]
-    # option name -> default; a scenario's `options:` may set only these
-    options: ClassVar[Mapping[str, Any]] = {}
-    # option name -> what it does, one line: the documentation's fault reference is generated from it
-    option_help: ClassVar[Mapping[str, str]] = {}
+    # its options: a scenario's `options:` may set only these (FaultOptions says who else reads them)
+    Options: ClassVar[type[FaultOptions]] = FaultOptions
     # the targets a scenario may give it: nodes, unless it is a ClientFault
     targets: ClassVar[tuple[str, ...]] = NODE_TARGETS
     # what the catalogue says of its kind (catalogue/faults.py), set for every subclass that names one: whether
@@ -64,8 +99,7 @@ class Fault(ABC, Generic[Victim]):
         self.topic = topic
         self.rng = rng
         self.clients = clients
-        self.check_options(options or {})
-        self.settings: dict[str, Any] = {**self.options, **(options or {})}
+        self.settings = self.check_options(options or {})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -76,12 +110,13 @@ class Fault(ABC, Generic[Victim]):
             cls.evidence_kind = known.evidence
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        """Refuse options this fault does not have (FaultError, one line)."""
-        unknown = set(options) - set(cls.options)
-        if unknown:
-            known = ", ".join(cls.options) or "none"
-            raise FaultError(f"{cls.kind} has no option {', '.join(sorted(unknown))} (options: {known})")
+    def check_options(cls, options: Mapping[str, Any]) -> Any:
+        """The options as its typed model, defaults filled in; options it does not have, or values of the wrong
+        type or out of bounds, are refused (FaultError, one line)."""
+        try:
+            return cls.Options.model_validate(dict(options))
+        except ValidationError as e:
+            raise FaultError(options_error(cls.kind, cls.Options, e)) from None
 
     @classmethod
     def check_target(cls, target: str) -> None:
@@ -92,7 +127,7 @@ class Fault(ABC, Generic[Victim]):
                              f"not {target!r}")
 
     @classmethod
-    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+    def check_plan(cls, target: str, options: Any, spec: ClusterSpec) -> None:
         """Refuse, before anything starts, a plan that could never do anything on this cluster (FaultError).
 
         The default accepts every plan; a fault whose plan can be empty by
@@ -100,7 +135,7 @@ class Fault(ABC, Generic[Victim]):
         """
 
     @classmethod
-    def check_inner(cls, options: Mapping[str, Any], inner: "type[Fault]") -> None:
+    def check_inner(cls, options: Any, inner: "type[Fault]") -> None:
         """Refuse, before anything starts, a fault nested on this one's victims that could never heal (FaultError).
 
         The default accepts every inner fault.

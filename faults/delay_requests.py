@@ -9,7 +9,7 @@ was delivered (each is held for its full time) and answered, then each becomes a
 events.jsonl (``evidence``): which request, from which client, bound for which broker, on which
 connection, when held, when delivered, what the broker answered.
 
-Options (scalars, as every fault's): ``REQUEST_OPTION_HELP`` below says what each does.
+Options (scalars, as every fault's): :class:`RequestOptions` and :class:`TimedRequestOptions` below.
 
 :class:`RequestFault` is what every request-level fault shares (drop-responses and replay-requests are
 its other kinds); a window in which it matched no request is recorded as not having taken effect.
@@ -19,27 +19,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from clusters.node import Node
 from clusters.request_path import HeldRequest, RequestPathError
 from clusters.spec import ClusterSpec
-from faults.base import Fault, FaultError
+from faults.base import Fault, FaultError, FaultOptions, with_defaults
 
 log = logging.getLogger(__name__)
 
 ROLES = ("producer", "consumer", "pipeline", "broker")
-REQUEST_OPTION_HELP = {
-    "apis": "Kafka's API names, comma-separated: EndTxn, Produce, AddPartitionsToTxn, TxnOffsetCommit, Fetch, ...",
-    "hold_s": "how long each request is held (delay) or when its copy is sent (replay)",
-    "hold_max_s": "with it, a time drawn per request from [hold_s, hold_max_s]; null: exactly hold_s",
-    "roles": "whose requests, comma-separated: producer, consumer, pipeline, broker (the brokers' own requests to "
-             "each other, only with cluster.inter_broker_request_path); all: every client, the harness's own too",
-    "connections": "existing: only connections open when the fault starts, so a retry on a new connection passes; "
-                   "all: new ones too",
-    "limit": "at most this many requests matched per broker; null: no limit",
-}
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
 
@@ -47,6 +39,52 @@ ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the bro
 def _names(value: Any) -> list[str]:
     """A comma-separated option as a list of names."""
     return [n.strip() for n in str(value).split(",") if n.strip()]
+
+
+class RequestOptions(FaultOptions):
+    """What every request-level fault is told: which requests, from whom, on which connections, how many."""
+
+    apis: str = Field(description="Kafka's API names, comma-separated: EndTxn, Produce, AddPartitionsToTxn, "
+                                  "TxnOffsetCommit, Fetch, ...")
+    roles: str = Field("producer", description="whose requests, comma-separated: producer, consumer, pipeline, "
+                       "broker (the brokers' own requests to each other, only with "
+                       "cluster.inter_broker_request_path); all: every client, the harness's own too")
+    connections: Literal["existing", "all"] = Field(description="existing: only connections open when the fault "
+                                                    "starts, so a retry on a new connection passes; all: new ones too")
+    limit: int | None = Field(None, ge=1, description="at most this many requests matched per broker; null: no limit")
+
+    @field_validator("apis")
+    @classmethod
+    def _apis(cls, apis: str) -> str:
+        from clusters.proxy.wire import api_key  # the wire protocol's tables load only when a scenario names APIs
+        if not _names(apis):
+            raise ValueError("must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
+        for name in _names(apis):
+            api_key(name)
+        return apis
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, roles: str) -> str:
+        names = _names(roles)
+        if names != ["all"] and (not names or not set(names) <= set(ROLES)):
+            raise ValueError(f"must be a list of {', '.join(ROLES)}, comma-separated (or all: every client)")
+        return roles
+
+
+class TimedRequestOptions(RequestOptions):
+    """A request fault that holds what it matches for a while (delay) or sends it again later (replay)."""
+
+    hold_s: float = Field(gt=0, description="how long each request is held (delay) or when its copy is sent "
+                                            "(replay)")
+    hold_max_s: float | None = Field(None, description="with it, a time drawn per request from [hold_s, "
+                                                       "hold_max_s]; null: exactly hold_s")
+
+    @model_validator(mode="after")
+    def _hold_range(self) -> "TimedRequestOptions":
+        if self.hold_max_s is not None and self.hold_max_s < self.hold_s:
+            raise ValueError(f"need hold_s <= hold_max_s, not {self.hold_s} and {self.hold_max_s}")
+        return self
 
 
 def _answered(h: HeldRequest) -> bool:
@@ -71,8 +109,7 @@ class RequestFault(Fault[Node]):
 
     targets: ClassVar[tuple[str, ...]] = BROKER_TARGETS  # the request path sits before brokers only
     action: ClassVar[str]       # the request path's action (clusters/proxy/core.py ACTIONS)
-    option_help: ClassVar[Mapping[str, str]] = REQUEST_OPTION_HELP
-    timed: ClassVar[bool] = True   # it has hold_s and hold_max_s
+    settings: RequestOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,32 +118,10 @@ class RequestFault(Fault[Node]):
         self._nodes: list[str] = []
 
     @classmethod
-    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
-        from clusters.proxy.wire import api_key
-        settings = {**cls.options, **options}
-        apis = _names(settings["apis"])
-        if not apis:
-            raise FaultError(f"{cls.kind}: apis must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
-        for name in apis:
-            try:
-                api_key(str(name))
-            except ValueError as e:
-                raise FaultError(f"{cls.kind}: {e}") from None
-        if cls.timed:
-            hold, hold_max = float(settings["hold_s"]), settings["hold_max_s"]
-            if hold <= 0 or (hold_max is not None and float(hold_max) < hold):
-                raise FaultError(f"{cls.kind}: need 0 < hold_s <= hold_max_s, not {hold} and {hold_max}")
-        roles = _names(settings["roles"])
-        if roles != ["all"] and (not roles or not set(roles) <= set(ROLES)):
-            raise FaultError(f"{cls.kind}: roles must be a list of {', '.join(ROLES)}, comma-separated "
-                             "(or all: every client)")
-        if "broker" in roles and not spec.inter_broker_request_path:
+    def check_plan(cls, target: str, options: RequestOptions, spec: ClusterSpec) -> None:
+        if "broker" in _names(options.roles) and not spec.inter_broker_request_path:
             raise FaultError(f"{cls.kind}: roles broker needs the request path between the brokers: set "
                              "cluster.inter_broker_request_path: true")
-        if settings["connections"] not in ("existing", "all"):
-            raise FaultError(f"{cls.kind}: connections must be existing or all")
-        if settings["limit"] is not None and int(settings["limit"]) < 1:
-            raise FaultError(f"{cls.kind}: limit must be at least 1 (or null)")
         if not spec.request_path:
             raise FaultError(f"{cls.kind} needs the cluster's request path (ClusterSpec.request_path)")
 
@@ -116,7 +131,7 @@ class RequestFault(Fault[Node]):
     def _client_ids(self) -> list[str] | None:
         """The client.ids of the chosen roles' processes: ``kchaos-<name>`` and its replacements' ``kchaos-<name>.N``;
         role broker adds the brokers' own (broker_client_ids)."""
-        roles = _names(self.settings["roles"])
+        roles = _names(self.settings.roles)
         if roles == ["all"]:
             return None
         names = sorted({getattr(c, "base_name", c.name) for c in self.clients if c.role in roles})
@@ -127,9 +142,8 @@ class RequestFault(Fault[Node]):
 
     def _longest_s(self) -> float:
         """The longest a request is held (a copy kept) before it goes."""
-        if not self.timed:
-            return 0.0
-        return float(self.settings["hold_max_s"] or self.settings["hold_s"])
+        s = self.settings
+        return (s.hold_max_s or s.hold_s) if isinstance(s, TimedRequestOptions) else 0.0
 
     def apply(self, nodes: list[Node]) -> str:
         path = self.cluster.request_path
@@ -137,22 +151,21 @@ class RequestFault(Fault[Node]):
             raise FaultError(f"{self.kind}: this cluster has no request path")
         s = self.settings
         clients = self._client_ids()
-        apis = _names(s["apis"])
+        apis = _names(s.apis)
         if clients == []:
-            raise FaultError(f"{self.kind}: the workload has no {s['roles']} whose requests it could touch")
-        hold_s, hold_max_s = (float(s["hold_s"]), None if s["hold_max_s"] is None else float(s["hold_max_s"])) \
-            if self.timed else (0.0, None)
+            raise FaultError(f"{self.kind}: the workload has no {s.roles} whose requests it could touch")
+        hold_s, hold_max_s = (s.hold_s, s.hold_max_s) if isinstance(s, TimedRequestOptions) else (0.0, None)
         try:
             for node in nodes:
                 self._rules.append(path.hold(apis, broker=node.node_id, hold_s=hold_s, hold_max_s=hold_max_s,
-                                             clients=clients, connections=s["connections"], limit=s["limit"],
+                                             clients=clients, connections=s.connections, limit=s.limit,
                                              fault=self.kind, seed=self.rng.randrange(1 << 32),
                                              action=self.action))
         except RequestPathError as e:
             raise FaultError(str(e)) from None
         self._nodes = [n.name for n in nodes]
-        who = "every client" if clients is None else "/".join(_names(s["roles"]))
-        scope = "connections open now" if s["connections"] == "existing" else "every connection"
+        who = "every client" if clients is None else "/".join(_names(s.roles))
+        scope = "connections open now" if s.connections == "existing" else "every connection"
         return self._describe(", ".join(apis), who, ", ".join(self._nodes), scope)
 
     def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
@@ -189,17 +202,18 @@ class RequestFault(Fault[Node]):
     def no_effect(self) -> str | None:
         if not self._rules or any(h.cause == "matched" for h in self._held):
             return None
-        return (f"{self.kind} matched no request in its window ({self.settings['apis']} from "
-                f"{self.settings['roles']} to {', '.join(self._nodes)})")
+        return (f"{self.kind} matched no request in its window ({self.settings.apis} from "
+                f"{self.settings.roles} to {', '.join(self._nodes)})")
 
 
 class DelayRequestsFault(RequestFault):
     kind = "delay-requests"
     action = "delay"
-    options: ClassVar[Mapping[str, Any]] = {"apis": "EndTxn", "hold_s": 6.0, "hold_max_s": None,
-                                            "roles": "producer", "connections": "existing", "limit": None}
+    Options = with_defaults(TimedRequestOptions, "DelayRequestsOptions", apis="EndTxn", hold_s=6.0,
+                            connections="existing")
+    settings: TimedRequestOptions
 
     def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
         s = self.settings
-        hold = f"{s['hold_s']} s" if s["hold_max_s"] is None else f"{s['hold_s']}-{s['hold_max_s']} s"
+        hold = f"{s.hold_s} s" if s.hold_max_s is None else f"{s.hold_s}-{s.hold_max_s} s"
         return f"hold {apis} from {who} to {nodes} for {hold} on {scope}"

@@ -14,26 +14,20 @@ Evidence: one ``request`` line (action ``response-dropped``, cause matched) per 
 broker answered (``response_error``); the requests a silenced connection swallowed afterwards are lines with
 cause behind and outcome discarded (they never reached the broker).
 
-Options: ``apis`` (Kafka's names, comma-separated; default Produce), ``roles`` (producer, consumer,
-pipeline, comma-separated; all: every client), ``connections`` (all, the default: every connection,
-a client's retry on a new one too; existing: only those open when the fault starts), ``limit`` (at most this
-many answers dropped per broker; null: no limit). A Produce with acks=0 has no answer and is not matched.
+Options: :class:`faults.delay_requests.RequestOptions`, with the defaults below (connections all: a client's
+retry on a new connection is silenced too). A Produce with acks=0 has no answer and is not matched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
-
-from faults.delay_requests import RequestFault
+from faults.base import with_defaults
+from faults.delay_requests import RequestFault, RequestOptions
 
 
 class DropResponsesFault(RequestFault):
     kind = "drop-responses"
     action = "drop-response"
-    timed = False
-    options: ClassVar[Mapping[str, Any]] = {"apis": "Produce", "roles": "producer", "connections": "all",
-                                            "limit": None}
+    Options = with_defaults(RequestOptions, "DropResponsesOptions", apis="Produce", connections="all")
 
     def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
         return f"drop the answers to {apis} from {who} to {nodes} on {scope}"

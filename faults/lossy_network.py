@@ -18,19 +18,20 @@ Options: ``probability`` (0 < p <= 1, default 0.1); ``peers``: ``all`` (every pa
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from clusters.errors import ClusterError
 from clusters.node import Node
 from clusters.spec import ClusterSpec
-from faults.base import Fault, FaultError
+from faults.base import Fault, FaultError, FaultOptions
 from faults.partition import iptables_restore, iptables_rules, on_each
 
 CHAIN = "KCHAOS-LOSS"
 INTERFACE = "eth0"
 HOOKS = (("INPUT", "-i"), ("OUTPUT", "-o"))
-PEERS = ("all", "clients", "brokers")
+Peers = Literal["all", "clients", "brokers"]
 _chains = itertools.count(1)
 
 
@@ -68,12 +69,16 @@ def dropped_packets(listing: str) -> int:
     return total
 
 
+class LossyNetworkOptions(FaultOptions):
+    probability: float = Field(0.1, gt=0, le=1, description="the chance each packet is dropped")
+    peers: Peers = Field("all", description="whose packets: all (every packet on the interface), clients (the "
+                         "harness's clients) or brokers (the other brokers: replication)")
+
+
 class LossyNetworkFault(Fault):
     kind = "lossy-network"
-    options = {"probability": 0.1, "peers": "all"}
-    option_help = {"probability": "the chance each packet is dropped, 0 < p <= 1",
-                   "peers": "all (every packet on the interface), clients (the harness's clients) or brokers "
-                            "(the other brokers: replication)"}
+    Options = LossyNetworkOptions
+    settings: LossyNetworkOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,19 +87,10 @@ class LossyNetworkFault(Fault):
         self.dropped: dict[str, int] = {}
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        super().check_options(options)
-        p = options.get("probability", 0.1)
-        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 < p <= 1:
-            raise FaultError(f"lossy-network probability must be a number with 0 < p <= 1, not {p!r}")
-        if options.get("peers", "all") not in PEERS:
-            raise FaultError(f"lossy-network peers must be one of {', '.join(PEERS)}, not {options['peers']!r}")
-
-    @classmethod
-    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+    def check_plan(cls, target: str, options: LossyNetworkOptions, spec: ClusterSpec) -> None:
         """With the request path between the brokers, their traffic comes from the host's address, as the clients'
         does: peers brokers would miss it, peers clients would take it too."""
-        peers = options.get("peers", "all")
+        peers = options.peers
         if spec.inter_broker_request_path and peers != "all":
             raise FaultError(f"lossy-network peers {peers} picks packets by address, and with "
                              "cluster.inter_broker_request_path the brokers reach each other through the request "
@@ -102,10 +98,10 @@ class LossyNetworkFault(Fault):
 
     def _peer_nodes(self) -> list[Node]:
         """The nodes whose addresses the rules name (peers brokers): the other brokers."""
-        return [b for b in self.cluster.brokers if b not in self.victims] if self.settings["peers"] == "brokers" else []
+        return [b for b in self.cluster.brokers if b not in self.victims] if self.settings.peers == "brokers" else []
 
     def _addresses(self, node: Node) -> list[str] | None:
-        peers = self.settings["peers"]
+        peers = self.settings.peers
         if peers == "all":
             return None
         if peers == "clients":
@@ -114,7 +110,7 @@ class LossyNetworkFault(Fault):
 
     def _install(self, node: Node) -> None:
         present = iptables_rules(node)
-        iptables_restore(node, loss_rules(self.chain, float(self.settings["probability"]), self._addresses(node),
+        iptables_restore(node, loss_rules(self.chain, self.settings.probability, self._addresses(node),
                                           present))
         now = iptables_rules(node)
         if f"-N {self.chain}" not in now or not all(h in now for h in hook_rules(self.chain)):
@@ -133,7 +129,7 @@ class LossyNetworkFault(Fault):
             node.network_rules[self.chain] = self._enforce
         self._enforce()
         s = self.settings
-        return f"drop {float(s['probability']):g} of packets ({s['peers']}) on {', '.join(n.name for n in nodes)}"
+        return f"drop {s.probability:g} of packets ({s.peers}) on {', '.join(n.name for n in nodes)}"
 
     def heal(self, nodes: list[Node]) -> None:
         for node in [*self.victims, *self._peer_nodes()]:
@@ -157,4 +153,4 @@ class LossyNetworkFault(Fault):
         if not self.victims or sum(self.dropped.values()) > 0:
             return None
         return (f"lossy-network dropped no packet on {', '.join(n.name for n in self.victims)} "
-                f"(probability {self.settings['probability']}, peers {self.settings['peers']})")
+                f"(probability {self.settings.probability}, peers {self.settings.peers})")

@@ -31,18 +31,20 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field
 
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from clusters.errors import ClusterError
 from clusters.node import Node, tcp_path_open
 from clusters.spec import ClusterSpec
-from faults.base import Fault, FaultError, FaultSkipped
+from faults.base import Fault, FaultError, FaultOptions, FaultSkipped
 
 CHAIN = "KCHAOS"
 HOOKS = ("INPUT", "OUTPUT")
-MODES = ("isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients")
+Mode = Literal["isolate", "brokers", "halves", "majority-ring", "zookeeper", "clients"]
 MIN_RING_NODES = 4        # with fewer, a majority of the ring is every node: nobody loses anybody
 HEAL_PROBE_S = 10         # how long a healed pair may take to answer again (a loaded machine)
 MAX_AT_ONCE = 32          # nsenter processes at once: halves of 6 nodes probe 18 directions
@@ -130,11 +132,15 @@ def both_ways(links: Iterable[Link]) -> list[Link]:
     return [probe for a, b in links for probe in ((a, b), (b, a))]
 
 
+class PartitionOptions(FaultOptions):
+    mode: Mode = Field("isolate", description="whom it cuts from whom (faults/partition.py's docstring says it for "
+                       "each mode)")
+
+
 class PartitionFault(Fault):
     kind = "partition"
-    options = {"mode": "isolate"}
-    option_help = {"mode": "isolate, brokers, halves, majority-ring, zookeeper or clients (the module's docstring "
-                           "says whom each cuts from whom)"}
+    Options = PartitionOptions
+    settings: PartitionOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -143,15 +149,9 @@ class PartitionFault(Fault):
         self.cut_from_clients: list[Node] = []    # mode clients: the nodes the harness's clients lose
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        super().check_options(options)
-        if options.get("mode", "isolate") not in MODES:
-            raise FaultError(f"partition mode must be one of {', '.join(MODES)}, not {options['mode']!r}")
-
-    @classmethod
-    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
+    def check_plan(cls, target: str, options: PartitionOptions, spec: ClusterSpec) -> None:
         """Refuse a mode and target that can never cut a link on this cluster."""
-        mode = options.get("mode", "isolate")
+        mode = options.mode
         if spec.inter_broker_request_path and mode != "zookeeper":
             raise FaultError(f"partition mode {mode} cuts nodes by address, and with cluster.inter_broker_request_path "
                              "the brokers reach each other through the request path on the host: the cut would miss "
@@ -171,20 +171,20 @@ class PartitionFault(Fault):
                                  f"{nodes} every majority is all of them: nothing to cut")
 
     @classmethod
-    def check_inner(cls, options: Mapping[str, Any], inner: type[Fault]) -> None:
+    def check_inner(cls, options: PartitionOptions, inner: type[Fault]) -> None:
         """A node restarted while cut from the metadata quorum (isolate, zookeeper) can never register, so the
         inner fault's heal, which waits until it serves, could never finish (the catalogue says which kinds restart
         a node; a restarted client needs no quorum)."""
-        mode = options.get("mode", "isolate")
+        mode = options.mode
         if inner.victim == "node" and inner.restarts and mode in ("isolate", "zookeeper"):
             raise FaultError(f"{inner.kind} nested in a partition in mode {mode} restarts its victim while it is "
                              "cut from the metadata quorum: it could never register and the fault never heal "
                              "(mode brokers keeps the quorum reachable)")
 
     def choose(self, target: str) -> list[Node]:
-        if self.settings["mode"] in ("halves", "majority-ring"):
+        if self.settings.mode in ("halves", "majority-ring"):
             return sorted((n for n in self.cluster.nodes if n.running), key=lambda n: n.name)
-        if self.settings["mode"] == "brokers" and target == "partition-leader" and not self.cluster.kraft:
+        if self.settings.mode == "brokers" and target == "partition-leader" and not self.cluster.kraft:
             return self._controller_if_leader()
         return super().choose(target)
 
@@ -200,7 +200,7 @@ class PartitionFault(Fault):
 
     def grudges(self, nodes: list[Node]) -> dict[Node, list[Node]]:
         """For each target: the nodes it must not reach. Random modes draw from the run's RNG: call once."""
-        mode = self.settings["mode"]
+        mode = self.settings.mode
         everyone = sorted(self.cluster.nodes, key=lambda n: n.name)
         if mode == "isolate":
             return {t: [n for n in everyone if n is not t] for t in nodes}
@@ -219,7 +219,7 @@ class PartitionFault(Fault):
         return {t: [by_name[m] for m in sorted(names[t.name])] for t in shuffled if names[t.name]}
 
     def apply(self, nodes: list[Node]) -> str:
-        mode = self.settings["mode"]
+        mode = self.settings.mode
         if mode == "clients":
             self.cut_from_clients = list(nodes)
         else:

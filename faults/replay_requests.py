@@ -11,27 +11,25 @@ Healing stops the rules and waits until every copy went and was answered.
 Evidence: one ``request`` line (action ``replayed``) per copy: held_ns when it was copied, released_ns when
 the copy was sent, response_error what the broker answered it, detail.replay_connection the new connection.
 
-Options: ``apis`` (default Produce), ``hold_s``/``hold_max_s`` (how long the copy waits), ``roles``,
-``connections`` (all, the default, or existing), ``limit`` (copies per broker; default 1, null: every
-matched request).
+Options: :class:`faults.delay_requests.TimedRequestOptions`, with the defaults below (limit 1: one copy per
+broker).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
-
-from faults.delay_requests import RequestFault
+from faults.base import with_defaults
+from faults.delay_requests import RequestFault, TimedRequestOptions
 
 
 class ReplayRequestsFault(RequestFault):
     kind = "replay-requests"
     action = "replay"
-    options: ClassVar[Mapping[str, Any]] = {"apis": "Produce", "hold_s": 5.0, "hold_max_s": None,
-                                            "roles": "producer", "connections": "all", "limit": 1}
+    Options = with_defaults(TimedRequestOptions, "ReplayRequestsOptions", apis="Produce", hold_s=5.0,
+                            connections="all", limit=1)
+    settings: TimedRequestOptions
 
     def _describe(self, apis: str, who: str, nodes: str, scope: str) -> str:
         s = self.settings
-        after = f"{s['hold_s']} s" if s["hold_max_s"] is None else f"{s['hold_s']}-{s['hold_max_s']} s"
-        limit = "each" if s["limit"] is None else f"up to {s['limit']}"
+        after = f"{s.hold_s} s" if s.hold_max_s is None else f"{s.hold_s}-{s.hold_max_s} s"
+        limit = "each" if s.limit is None else f"up to {s.limit}"
         return f"replay {limit} {apis} from {who} to {nodes} {after} later on a new connection ({scope})"

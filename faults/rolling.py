@@ -15,10 +15,10 @@ node's release over time from them.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import Field
 from tenacity import RetryError, retry, retry_if_result, stop_after_delay, wait_fixed
 
 from catalogue.history import NODE_VERSION_STEPS
@@ -28,7 +28,7 @@ from clusters.features import raise_metadata_version
 from clusters.kafka_versions import LAST_ZOOKEEPER_MAJOR, check_kafka_version, kafka_release
 from clusters.node import Node
 from clusters.spec import ClusterSpec
-from faults.base import Fault, FaultError, FaultSkipped
+from faults.base import Fault, FaultError, FaultOptions, FaultSkipped
 
 IBP = "inter.broker.protocol.version"
 METADATA_VERSION = "metadata.version"
@@ -91,13 +91,22 @@ def back_in_sync(cluster: Cluster, topic: str, node: Node, partitions: set[int],
     return time.monotonic() - began
 
 
+class RollingOptions(FaultOptions):
+    isr_wait_s: float = Field(180, gt=0, description="how long a restarted broker may take to be back in every ISR "
+                                                     "it left before the run stops")
+
+
+class UpgradeOptions(RollingOptions):
+    to_version: str = Field("", description="the Kafka release the nodes come back on (required), newer than "
+                                            "cluster.kafka_version")
+
+
 class RollingRestartFault(Fault):
     """Every broker in turn: controlled shutdown, start, back in every ISR it left, next."""
 
     kind = "rolling-restart"
-    options: Mapping[str, Any] = {"isr_wait_s": 180}
-    option_help: Mapping[str, str] = {"isr_wait_s": "how long a restarted broker may take to be back in every ISR "
-                                                    "it left before the run stops"}
+    Options = RollingOptions
+    settings: RollingOptions
     targets = ("all-brokers",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -140,7 +149,7 @@ class RollingRestartFault(Fault):
         said = f"{node.name}{'' if version is None else f' to {version}'}: stopped in {(stopped - began) / 1e9:.1f} " \
                f"s, serving after {(step.at_ns - began) / 1e9:.1f} s"
         if led:
-            synced = back_in_sync(self.cluster, self.topic, node, led, float(self.settings["isr_wait_s"]))
+            synced = back_in_sync(self.cluster, self.topic, node, led, self.settings.isr_wait_s)
             self.steps[-1] = replace(step, in_sync_ns=step.at_ns + int(synced * 1e9))
             said += f", in every ISR it left after {(step.at_ns - began) / 1e9 + synced:.1f} s"
         return said
@@ -153,14 +162,12 @@ class RollingUpgradeFault(RollingRestartFault):
     """The roll, each node coming back on ``to_version``'s image; then the version setting raised."""
 
     kind = "rolling-upgrade"
-    options: Mapping[str, Any] = {"to_version": "", "isr_wait_s": 180}
-    option_help: Mapping[str, str] = {"to_version": "the Kafka release the nodes come back on (required), newer "
-                                                    "than cluster.kafka_version",
-                                      **RollingRestartFault.option_help}
+    Options = UpgradeOptions
+    settings: UpgradeOptions
 
     @classmethod
-    def check_plan(cls, target: str, options: Mapping[str, Any], spec: ClusterSpec) -> None:
-        to = str(options.get("to_version", ""))
+    def check_plan(cls, target: str, options: UpgradeOptions, spec: ClusterSpec) -> None:
+        to = options.to_version
         if not to:
             raise FaultError("rolling-upgrade needs options.to_version, the Kafka release the nodes come back on")
         try:
@@ -182,7 +189,7 @@ class RollingUpgradeFault(RollingRestartFault):
                                  f"notes say; it is raised to {minor_release(to)} once every broker runs {to}")
 
     def apply(self, nodes: list[Node]) -> str:
-        to = str(self.settings["to_version"])
+        to = self.settings.to_version
         if all(n.version == to for n in nodes):
             raise FaultSkipped(f"every broker runs {to} already")
         # KRaft: the controllers first (a newer broker may need what only a newer quorum serves)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from pydantic import Field
+
 from clusters.errors import ClusterError
 from clusters.node import Node
-from faults.base import Fault, FaultError
+from faults.base import Fault, FaultError, FaultOptions
 
 INTERFACE = "eth0"
 _names = itertools.count(1)
@@ -31,11 +33,16 @@ def shaped(node: Node) -> bool:
     return "tbf" in tc(node, "qdisc", "show", "dev", INTERFACE)
 
 
+class SlowNetworkOptions(FaultOptions):
+    rate: str = Field("1mbit", description="the bandwidth tbf lets through (tc's units)")
+    burst: str = Field("32kbit", description="the bucket's size (tc's units)")
+    latency: str = Field("400ms", description="how long a packet may wait in the bucket before tbf drops it")
+
+
 class SlowNetworkFault(Fault):
     kind = "slow-network"
-    options = {"rate": "1mbit", "burst": "32kbit", "latency": "400ms"}
-    option_help = {"rate": "the bandwidth tbf lets through (tc's units)", "burst": "the bucket's size (tc's units)",
-                   "latency": "how long a packet may wait in the bucket before tbf drops it"}
+    Options = SlowNetworkOptions
+    settings: SlowNetworkOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -49,13 +56,13 @@ class SlowNetworkFault(Fault):
                 self._shape(node)
         except ClusterError as e:
             raise FaultError(str(e)) from None
-        return f"tbf rate {self.settings['rate']} on {', '.join(n.name for n in nodes)}"
+        return f"tbf rate {self.settings.rate} on {', '.join(n.name for n in nodes)}"
 
     def _shape(self, node: Node) -> None:
         """Put the token bucket on the node's interface (``replace``: also right after a restart)."""
         s = self.settings
-        tc(node, "qdisc", "replace", "dev", INTERFACE, "root", "tbf", "rate", str(s["rate"]),
-           "burst", str(s["burst"]), "latency", str(s["latency"]))
+        tc(node, "qdisc", "replace", "dev", INTERFACE, "root", "tbf", "rate", s.rate, "burst", s.burst,
+           "latency", s.latency)
         if not shaped(node):
             raise FaultError(f"slow-network did not take effect on {node.name}")
 

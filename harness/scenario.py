@@ -583,12 +583,13 @@ class Scenario(Strict):
                 checks.append((f"faults.{i}.then", nested.kind, target, nested.options))
                 if nested.target == SAME:
                     try:
-                        FAULTS[fault.kind].check_inner(fault.options, FAULTS[nested.kind])
+                        FAULTS[fault.kind].check_inner(FAULTS[fault.kind].check_options(fault.options),
+                                                       FAULTS[nested.kind])
                     except FaultError as e:
                         raise ValueError(f"faults.{i}.then: {e}") from None
             for where, kind, target, options in checks:
                 try:
-                    FAULTS[kind].check_plan(target, options, spec)
+                    FAULTS[kind].check_plan(target, FAULTS[kind].check_options(options), spec)
                 except FaultError as e:
                     raise ValueError(f"{where}: {e}") from None
 

@@ -148,9 +148,9 @@ def faults_page() -> str:
     kinds = table(("kind", "victim", "what it does", "how it proves it took effect", "targets"), [
         (f"`{k.name}`", k.victim + (" (request path)" if k.request_level else ""), k.does, k.proves,
          target_words(FAULTS[k.name].targets)) for k in FAULT_KINDS.values()])
-    options = table(("kind", "option", "default", "what it does"), [
-        (f"`{kind}`", f"`{name}`", default, FAULTS[kind].option_help.get(name, ""))
-        for kind in FAULT_KINDS for name, default in FAULTS[kind].options.items()])
+    options = table(("kind", "option", "type", "default", "bounds", "what it does"), [
+        (f"`{kind}`", f"`{name}`", type_name(info.annotation), default_text(info), bounds(info), info.description or "")
+        for kind in FAULT_KINDS for name, info in FAULTS[kind].Options.model_fields.items()])
     targets = table(("target", "hits", "picks"), [
         (f"`{t}`", "a workload client" if t in CLIENT_TARGETS else "nodes", what) for t, what in TARGET_HELP.items()])
     return f"### Kinds\n\n{kinds}\n### Options\n\n{options}\n### Targets\n\n{targets}"

@@ -166,13 +166,13 @@ def test_fault_kinds_are_told_apart_by_colour_and_noun() -> None:
 @pytest.mark.parametrize("kind", sorted(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.restarts))
 def test_a_fault_that_restarts_a_node_is_refused_inside_an_isolating_partition(kind: str) -> None:
     with pytest.raises(FaultError, match=f"{kind} nested in a partition in mode isolate restarts its victim"):
-        PartitionFault.check_inner({"mode": "isolate"}, FAULTS[kind])
-    PartitionFault.check_inner({"mode": "brokers"}, FAULTS[kind])
+        PartitionFault.check_inner(PartitionFault.check_options({"mode": "isolate"}), FAULTS[kind])
+    PartitionFault.check_inner(PartitionFault.check_options({"mode": "brokers"}), FAULTS[kind])
 
 
 def test_a_client_fault_that_restarts_a_client_is_not_refused_inside_a_partition() -> None:
     assert FAULT_KINDS["client-crash"].restarts
-    PartitionFault.check_inner({"mode": "isolate"}, FAULTS["client-crash"])
+    PartitionFault.check_inner(PartitionFault.check_options({"mode": "isolate"}), FAULTS["client-crash"])
 
 
 def test_a_disk_full_nested_in_an_isolating_partition_is_refused_at_validation(tmp_path: Path) -> None:

@@ -57,8 +57,8 @@ def test_every_scenario_key_says_what_it_does() -> None:
 
 def test_every_fault_kind_option_and_target_is_documented() -> None:
     assert [k.name for k in FAULT_KINDS.values() if not k.proves.strip()] == []
-    assert [(kind, name) for kind, fault in FAULTS.items() for name in fault.options
-            if not fault.option_help.get(name, "").strip()] == []
+    assert [(kind, name) for kind, fault in FAULTS.items() for name, info in fault.Options.model_fields.items()
+            if not (info.description or "").strip()] == []
     assert set(TARGET_HELP) == set(TARGETS)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from catalogue.faults import FAULT_KINDS
-from faults.base import Fault, FaultError
+from faults.base import Fault, FaultError, FaultOptions
 from faults.schedule import SAME, FaultPlan, Nemesis
 from rundir.layout import RunDir
 from workloads.history import History, RunClock
@@ -62,14 +62,18 @@ class Recorded(Fault):
         return [Named(target)]
 
     def apply(self, nodes: list[Named]) -> str:  # type: ignore[override]
-        self.calls.append(("apply", self.settings.get("tag", "?"), tuple(n.name for n in nodes)))
+        self.calls.append(("apply", self.settings.tag, tuple(n.name for n in nodes)))
         return "recorded"
 
     def heal(self, nodes: list[Named]) -> None:  # type: ignore[override]
-        self.calls.append(("heal", self.settings.get("tag", "?"), tuple(n.name for n in nodes)))
+        self.calls.append(("heal", self.settings.tag, tuple(n.name for n in nodes)))
 
 
-Recorded.options = {"tag": "?"}
+class RecordedOptions(FaultOptions):
+    tag: str = "?"
+
+
+Recorded.Options = RecordedOptions
 
 
 def test_a_nested_fault_hits_the_same_victims_inside_its_outer_fault(tmp_path: Path,

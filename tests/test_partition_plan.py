@@ -271,7 +271,7 @@ KRAFT = ClusterSpec(metadata="kraft")
 def test_plans_that_can_never_cut_are_refused_at_validation(mode: str, target: str, spec: ClusterSpec,
                                                            why: str) -> None:
     with pytest.raises(FaultError, match=why):
-        PartitionFault.check_plan(target, {"mode": mode}, spec)
+        PartitionFault.check_plan(target, PartitionFault.check_options({"mode": mode}), spec)
 
 
 @pytest.mark.parametrize("mode,target,spec", [
@@ -281,7 +281,7 @@ def test_plans_that_can_never_cut_are_refused_at_validation(mode: str, target: s
     ("clients", "all-brokers", ZK),
 ])
 def test_plans_that_can_cut_are_accepted(mode: str, target: str, spec: ClusterSpec) -> None:
-    PartitionFault.check_plan(target, {"mode": mode}, spec)
+    PartitionFault.check_plan(target, PartitionFault.check_options({"mode": mode}), spec)
 
 
 # --- Node.start: the hold file keeps the service back while the rules go in -------------------------------

@@ -172,7 +172,7 @@ def test_lossy_network_counts_the_packets_its_rules_dropped() -> None:
 
 def test_lossy_network_options_are_checked() -> None:
     LossyNetworkFault.check_options({"probability": 0.5, "peers": "brokers"})
-    with pytest.raises(FaultError, match="0 < p <= 1"):
+    with pytest.raises(FaultError, match="probability: input should be"):
         LossyNetworkFault.check_options({"probability": 0})
     with pytest.raises(FaultError, match="peers must be one of all, clients, brokers"):
         LossyNetworkFault.check_options({"peers": "zookeeper"})
@@ -190,8 +190,8 @@ def test_role_broker_needs_the_inter_broker_request_path_and_is_refused_in_one_l
     for kind in (DelayRequestsFault, DropResponsesFault, ReplayRequestsFault):
         with pytest.raises(FaultError, match="roles broker needs the request path between the brokers: set "
                                              "cluster.inter_broker_request_path: true"):
-            kind.check_plan("partition-leader", options, ClusterSpec(request_path=True))
-        kind.check_plan("partition-leader", options, ClusterSpec(request_path=True, inter_broker_request_path=True))
+            kind.check_plan("partition-leader", kind.check_options(options), ClusterSpec(request_path=True))
+        kind.check_plan("partition-leader", kind.check_options(options), ClusterSpec(request_path=True, inter_broker_request_path=True))
     fault = ("faults: [{kind: delay-requests, target: partition-leader, duration_s: 10,\n"
              "          options: {apis: WriteTxnMarkers, hold_s: 4, roles: broker}}]\n")
     scenario = tmp_path / "s.yaml"
@@ -216,14 +216,16 @@ def test_faults_that_pick_traffic_by_address_are_refused_when_the_brokers_talk_t
     spec = ClusterSpec(request_path=True, inter_broker_request_path=True)
     for mode in ("isolate", "brokers", "halves", "clients"):
         with pytest.raises(FaultError, match=f"partition mode {mode} cuts nodes by address"):
-            PartitionFault.check_plan("partition-leader", {"mode": mode}, spec)
-    PartitionFault.check_plan("partition-leader", {"mode": "zookeeper"}, spec)
-    PartitionFault.check_plan("partition-leader", {"mode": "brokers"}, ClusterSpec(request_path=True))
+            PartitionFault.check_plan("partition-leader", PartitionFault.check_options({"mode": mode}), spec)
+    PartitionFault.check_plan("partition-leader", PartitionFault.check_options({"mode": "zookeeper"}), spec)
+    brokers = PartitionFault.check_options({"mode": "brokers"})
+    PartitionFault.check_plan("partition-leader", brokers, ClusterSpec(request_path=True))
     for peers in ("brokers", "clients"):
         with pytest.raises(FaultError, match=f"lossy-network peers {peers} picks packets by address"):
-            LossyNetworkFault.check_plan("partition-leader", {"peers": peers}, spec)
-    LossyNetworkFault.check_plan("partition-leader", {"peers": "all"}, spec)
-    LossyNetworkFault.check_plan("partition-leader", {"peers": "brokers"}, ClusterSpec())
+            LossyNetworkFault.check_plan("partition-leader", LossyNetworkFault.check_options({"peers": peers}), spec)
+    LossyNetworkFault.check_plan("partition-leader", LossyNetworkFault.check_options({"peers": "all"}), spec)
+    peers_brokers = LossyNetworkFault.check_options({"peers": "brokers"})
+    LossyNetworkFault.check_plan("partition-leader", peers_brokers, ClusterSpec())
 
 
 def test_role_broker_matches_the_brokers_own_client_ids() -> None:

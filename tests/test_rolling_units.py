@@ -44,13 +44,13 @@ def test_minor_release_is_what_the_version_settings_name() -> None:
 ])
 def test_an_upgrade_that_is_not_by_the_book_is_refused(options: dict[str, str], spec: ClusterSpec, said: str) -> None:
     with pytest.raises(FaultError) as refused:
-        RollingUpgradeFault.check_plan("all-brokers", options, spec)
+        RollingUpgradeFault.check_plan("all-brokers", RollingUpgradeFault.check_options(options), spec)
     assert said in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_a_possible_upgrade_passes() -> None:
-    RollingUpgradeFault.check_plan("all-brokers", {"to_version": "4.3.1"}, KRAFT)
-    RollingUpgradeFault.check_plan("all-brokers", {"to_version": "3.9.2"},
+    RollingUpgradeFault.check_plan("all-brokers", RollingUpgradeFault.check_options({"to_version": "4.3.1"}), KRAFT)
+    RollingUpgradeFault.check_plan("all-brokers", RollingUpgradeFault.check_options({"to_version": "3.9.2"}),
                                    ClusterSpec(kafka_version="3.7.2", broker_config={IBP: "3.7"}))
 
 

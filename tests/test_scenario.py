@@ -101,9 +101,9 @@ def write(tmp_path: Path, text: str) -> Path:
      "workload.consumers: Kafka 3.9.2's Java consumer refuses these settings: Invalid value 0 for configuration "
      "max.poll.records"),
     ("faults: [{kind: delay-requests, target: txn-coordinator, options: {apis: EndTx}}]",
-     "faults.0: delay-requests: no Kafka API named 'EndTx'"),
+     "faults.0: delay-requests apis: no Kafka API named 'EndTx'"),
     ("faults: [{kind: delay-requests, target: controller}]", "target must be one of partition-leader"),
-    ("faults: [{kind: delay-requests, options: {roles: admins}}]", "roles must be a list of producer"),
+    ("faults: [{kind: delay-requests, options: {roles: admins}}]", "roles: must be a list of producer"),
     ("name: [unclosed", "not valid YAML"),
     ("- a list", "a scenario is a mapping"),
 ])
