@@ -2,7 +2,7 @@
 PY     := .venv/bin/python
 KCHAOS := .venv/bin/kchaos
 
-.PHONY: setup test test-unit lint chaos-acks1 chaos-acksall chaos-nightly cluster-down clean lock lint-workflows docs
+.PHONY: setup test test-unit lint chaos-acks1 chaos-acksall chaos-nightly chaos-explore cluster-down clean lock lint-workflows docs
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,14 @@ chaos-acksall: setup
 chaos-nightly: setup
 	$(KCHAOS) nightly --out runs --junit runs/junit.xml $(if $(SHARD),--shard $(SHARD)) \
 	  $(foreach v,$(KAFKA_VERSIONS),--kafka-version $(v)) $(foreach v,$(CLIENT_VERSIONS),--client-version $(v))
+
+# an exploration (docs/exploring.md): SPACE's trials for BUDGET minutes, each finding shrunk; into
+# runs/explore/<space>/<time>/ (index.html, junit.xml, findings/)
+SPACE  ?= spaces/txn-idempotence.yaml
+BUDGET ?= 60
+SEED   ?= 1
+chaos-explore: setup
+	$(KCHAOS) explore $(SPACE) --budget-min $(BUDGET) --seed $(SEED)
 
 # refresh constraints.txt (the Python versions setup installs) from pyproject.toml, in a throw-away venv
 lock:

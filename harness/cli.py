@@ -24,8 +24,8 @@ from verdicts.verdict import judge
 EXIT_CODES = """\
 exit codes:
   0  run, check, nightly: the verdict meets the scenario's expect: block (or is valid when it has none);
-     any other command: done
-  1  run, check, nightly: the verdict does not meet it (a regression or a surprise)
+     explore: no finding, and some trial was judged; any other command: done
+  1  run, check, nightly: the verdict does not meet it (a regression or a surprise); explore: a finding
   2  not judged: bad input (one line on stderr), or the harness could not do its job
      (a fault not applied, a cluster never ready, a run cut short, a history missing or incomplete)
 """
@@ -102,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
                          help="and with this workload.client_version (a confluent-kafka release for librdkafka "
                               "scenarios, a kafka-clients one for Java ones; repeat for several)")
 
+    explore = sub.add_parser("explore", help="draw trials from a space of faults and settings, run them within a "
+                             "budget, shrink each finding to the smallest scenario that still shows it",
+                             epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    explore.add_argument("space", type=Path, help="the space file (YAML), e.g. spaces/acks1-known-loss.yaml")
+    explore.add_argument("--budget-min", type=float, default=30, metavar="N",
+                         help="start no run that could end after N minutes (default 30)")
+    explore.add_argument("--seed", type=int, default=1, help="the seed every draw comes from (default 1)")
+    explore.add_argument("--out", type=Path, help="the exploration's folder (default runs/explore/<space>/<time>)")
+    explore.add_argument("--junit", type=Path, metavar="FILE", help="the JUnit file (a finding fails it; default "
+                         "OUT/junit.xml)")
+    explore.add_argument("--engine", choices=ENGINES, help="the checker each trial's run uses (default: run's)")
+    explore.add_argument("--trials", type=int, metavar="N", help="draw at most N trials (each finding is still "
+                         "shrunk and confirmed)")
+
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = csub.add_parser("up", help="start a cluster and keep it until `kchaos cluster down`")
@@ -169,6 +183,11 @@ def dispatch(args: argparse.Namespace) -> int:
                        args.junit or args.out / JUNIT, shard=args.shard,
                        kafka_versions=tuple(dict.fromkeys(args.kafka_version)),
                        client_versions=tuple(dict.fromkeys(args.client_version)))
+    if args.command == "explore":
+        from harness.explore.explorer import explore, default_folder
+        return explore(args.space, args.budget_min, args.seed,
+                       writable_root(args.out) if args.out else default_folder(args.space), args.junit, args.engine,
+                       args.trials)
     if args.command == "cluster":
         return commands.cluster(args.action, args)
     raise AssertionError(args.command)

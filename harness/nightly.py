@@ -45,6 +45,7 @@ class Variant:
     overrides: tuple[str, ...] = ()
     expected_s: float = field(default=0.0, compare=False)  # harness/shard.py's estimate, from the scenario
     load_s: float = field(default=0.0, compare=False)  # workload + settle: the run's wall time less the overhead
+    args: tuple[str, ...] = ()  # more of `kchaos run`'s arguments (the explorer's --engine)
 
 
 def across_versions(variants: list[Variant], setting: str, versions: tuple[str, ...],
@@ -133,7 +134,7 @@ def run_one(variant: Variant, out: Path, log_dir: Path) -> Outcome:
     with (log_dir / f"{name}.log").open("w") as log:
         # a session of its own: a stop reaches the run once, from here, and never cuts its teardown short
         child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out),
-                                  *overrides],
+                                  *overrides, *variant.args],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                  start_new_session=True)
         assert child.stdout is not None

@@ -642,7 +642,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     try:
         value = yaml.safe_load(text) if text else ""
     except yaml.YAMLError as e:
-        raise HarnessError(f"--set {key}{_yaml_problem(e)}") from None
+        raise HarnessError(f"--set {key}{yaml_problem(e)}") from None
     parts = key.split(".")
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
@@ -670,7 +670,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         raise HarnessError(f"--set {key}: {'.'.join(parts[:-1])} is not a section")
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
+def yaml_problem(error: yaml.YAMLError) -> str:
     """`` line N: not valid YAML (problem)`` in one line, whatever kind of YAML error it is."""
     mark, position = getattr(error, "problem_mark", None), getattr(error, "position", None)
     where = f" line {mark.line + 1}" if mark is not None else f" character {position}" if position is not None else ""
@@ -678,7 +678,7 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return f"{where}: not valid YAML ({' '.join(problem.split())})"
 
 
-def _one_line(error: ValidationError) -> str:
+def one_line(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
@@ -688,24 +688,30 @@ def _one_line(error: ValidationError) -> str:
     return f"{where}: {message}{more}" if where else f"{message}{more}"
 
 
-def load_scenario(path: Path, overrides: list[str] = (), seed: int | None = None) -> Scenario:  # type: ignore[assignment]
-    """Read, override and validate a scenario file; HarnessError (one line) on any problem."""
+def read_mapping(path: Path, what: str = "scenario") -> dict[str, Any]:
+    """A YAML file of keys (a scenario, an exploration's space); HarnessError (one line) on any problem."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise HarnessError(f"{path}: no such scenario file") from None
+        raise HarnessError(f"{path}: no such {what} file") from None
     except IsADirectoryError:
-        raise HarnessError(f"{path}: a directory, not a scenario file") from None
+        raise HarnessError(f"{path}: a directory, not a {what} file") from None
     except OSError as e:
-        raise HarnessError(f"{path}: cannot read the scenario file ({e.strerror})") from None
+        raise HarnessError(f"{path}: cannot read the {what} file ({e.strerror})") from None
     except UnicodeDecodeError as e:
         raise HarnessError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
     except yaml.YAMLError as e:
-        raise HarnessError(f"{path}{_yaml_problem(e)}") from None
+        raise HarnessError(f"{path}{yaml_problem(e)}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise HarnessError(f"{path}: a scenario is a mapping of keys, not a {type(raw).__name__}")
+        raise HarnessError(f"{path}: a {what} is a mapping of keys, not a {type(raw).__name__}")
+    return raw
+
+
+def load_scenario(path: Path, overrides: list[str] = (), seed: int | None = None) -> Scenario:  # type: ignore[assignment]
+    """Read, override and validate a scenario file; HarnessError (one line) on any problem."""
+    raw = read_mapping(path)
     raw.setdefault("name", path.stem)
     for assignment in overrides:
         apply_override(raw, assignment)
@@ -714,4 +720,4 @@ def load_scenario(path: Path, overrides: list[str] = (), seed: int | None = None
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
-        raise HarnessError(f"{path}: {_one_line(e)}") from None
+        raise HarnessError(f"{path}: {one_line(e)}") from None

@@ -14,7 +14,7 @@ import from here, never from the submodules.
 from verdicts.report.headline import TARGET_WORDS, percent
 from verdicts.report.page import report_cmd, templates, write_report
 from verdicts.report.scan import NS, scan_history
-from verdicts.report.settings import durability_config, planned_faults, promises
+from verdicts.report.settings import allowance, durability_config, planned_faults, promises
 
-__all__ = ["NS", "TARGET_WORDS", "durability_config", "percent", "planned_faults", "promises", "report_cmd", "scan_history",
+__all__ = ["NS", "TARGET_WORDS", "allowance", "durability_config", "percent", "planned_faults", "promises", "report_cmd", "scan_history",
            "templates", "write_report"]
