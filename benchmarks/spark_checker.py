@@ -87,6 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from producer_vs_kafka import load  # noqa: E402  (benchmarks/ is the script's folder)
+from spark_analysis.encode import STATUS_CODES  # noqa: E402  (no pyspark: its imports are for type checks only)
 
 PRODUCERS = 8
 PARTITIONS = 12
@@ -119,19 +120,20 @@ def generate(run: Path, millions: float) -> dict[str, int]:
             f"id DIV {PRODUCERS} AS seq",
             f"id % {PARTITIONS} AS part",
             f"id DIV {PARTITIONS} AS off",
-            """CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'info' ELSE 'ok' END AS status""",
+            """CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'unknown' ELSE 'ok' END AS status""",
         )
         sends = base.selectExpr(
             "id",
             "to_json(named_struct("
             "'producer', producer, 'seq', seq, 'topic', '" + TOPIC + "', 'key', CAST(seq AS STRING),"
-            " 'partition', CASE WHEN status = 'info' AND id % 2000 = 13 THEN NULL ELSE part END,"
+            " 'partition', CASE WHEN status = 'unknown' AND id % 2000 = 13 THEN NULL ELSE part END,"
             # reordered: a few acks sit below an earlier seq's offset of the same producer and partition
             " 'offset', CASE WHEN status <> 'ok' THEN NULL WHEN id % 1000003 = 101 THEN off - 24 ELSE off END,"
             " 'status', status, 'error', CASE WHEN status = 'ok' THEN NULL ELSE 'timed out' END,"
             " 'invoke_ns', id * 1000, 'complete_ns', id * 1000 + 5000000), map('ignoreNullFields', 'false')) AS j",
         )
-        written = base.filter("status = 'ok' OR (status = 'fail' AND id % 7000 = 7) OR (status = 'info' AND id % 2000 = 13)")
+        written = base.filter(
+            "status = 'ok' OR (status = 'fail' AND id % 7000 = 7) OR (status = 'unknown' AND id % 2000 = 13)")
         live = written.filter("id % 300007 <> 9").selectExpr(  # the rest: skipped below the commit
             "id",
             f"to_json(named_struct('consumer', concat('c', CAST(id % 4 AS STRING)), 'group', '{GROUP}',"
@@ -203,7 +205,7 @@ def generate_transactional(run: Path, millions: float) -> dict[str, int]:
             f"id DIV {PRODUCERS * TXN_SIZE} AS txn",
             f"id % {PARTITIONS} AS part",
             f"id DIV {PARTITIONS} AS off",
-            "CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'info' ELSE 'ok' END AS status",
+            "CASE WHEN id % 1000 = 7 THEN 'fail' WHEN id % 1000 = 13 THEN 'unknown' ELSE 'ok' END AS status",
         ).selectExpr("*", f"{fate} AS fate")
         sends = base.selectExpr(
             "id",
@@ -345,11 +347,12 @@ DUCKDB_THREADS = 2  # the machine's cores, as the issue measured
 
 # What a plain (not transactional) history says, whatever the source: sends(line, pid, seq, tid, partition,
 # offset, status) and reads(gid, final, tid, partition, offset, pid, seq); names are ids from the Parquet
-# caches, strings from the JSON lines. status: 0 ok, 1 fail, 2 info (encode.STATUS_CODES).
+# caches, strings from the JSON lines. status: 0 ok, 1 fail, 2 unknown (encode.STATUS_CODES, which also codes the
+# old name of a status in a history kept from before its rename).
 JSON_VIEWS = """
 CREATE VIEW sends AS
   SELECT ordinality AS line, producer AS pid, seq, topic AS tid, "partition", "offset",
-         CASE status WHEN 'ok' THEN 0 WHEN 'fail' THEN 1 WHEN 'info' THEN 2 END AS status
+         CASE status """ + " ".join(f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items()) + """ END AS status
   FROM read_json('{sends}', format = 'newline_delimited', columns = {{producer: 'VARCHAR', seq: 'BIGINT',
        topic: 'VARCHAR', "partition": 'BIGINT', "offset": 'BIGINT', status: 'VARCHAR'}})
        WITH ORDINALITY;
@@ -628,7 +631,7 @@ def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster
                 m = in_child(engine, run, cluster)
                 results[engine] = m | {"engine": engine, "load": f"{before:.1f} → {os.getloadavg()[0]:.1f}"}
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
-                    "sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")}
+                    "sent", "acked", "failed", "reads_live", "reads_final")}
                 whole = m["convert_s"] + m["session_s"] + m["check_s"]
                 print(f"{lines['sends'] / 1e6:>7.1f}M {lines['reads'] / 1e6:>7.1f}M {engine:>10} "
                       f"{m['convert_s']:>9.1f} {m['session_s']:>8.1f} {m['check_s']:>8.1f} {whole:>8.1f} "

@@ -79,8 +79,8 @@ ANOMALY_LIST = (
             denominator=(("acked",), "acknowledged records")),
     Anomaly("consumer_redelivered", "processed live more than once by the group (at-least-once redelivery: "
             "counted, not a violation)", COUNTED, role="consumers", denominator=(("reads_live",), "live reads")),
-    Anomaly("unknown", "info sends: found or not found, reported with their counts, never called lost", COUNTED,
-            summary=None, denominator=(("sent",), "sends")),
+    Anomaly("unknown", "sends of status unknown (may or may not have been written): found or not found, reported "
+            "with their counts, never called lost", COUNTED, summary=None, denominator=(("sent",), "sends")),
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",
             VIOLATION, unverified=UNBOUNDED, summary="transactions", lead=3,
             verb="showed {n} records of unfinished transactions to read_committed readers",
@@ -104,7 +104,8 @@ ANOMALIES: tuple[str, ...] = tuple(a.name for a in ANOMALY_LIST)
 
 # --- the other counts results.json holds, in the order it lists them -------------------------------------
 
-TALLIES = ("sent", "acked", "failed", "indeterminate", "reads_live", "reads_final")
+# (the sends of status unknown are not a tally: the anomaly ``unknown`` counts them)
+TALLIES = ("sent", "acked", "failed", "reads_live", "reads_final")
 # unknown sends split by whether the final read found them; acknowledged messages not found where the read-back
 # of their partition was incomplete
 EXTRA_COUNTS = ("unknown_found", "unknown_not_found", "lost_unverifiable")
@@ -114,7 +115,7 @@ TXN_COUNTS = ("txns_committed", "txns_aborted", "txns_unknown", "pipeline_unproc
 COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS
 # what a tally is a share of, for the report
 TALLY_DENOMINATORS: dict[str, tuple[tuple[str, ...], str]] = {
-    "acked": (("sent",), "sends"), "failed": (("sent",), "sends"), "indeterminate": (("sent",), "sends"),
+    "acked": (("sent",), "sends"), "failed": (("sent",), "sends"),
 }
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 SEND_FIELDS = ("producer", "seq", "topic", "key", "partition", "offset", "status", "error", "invoke_ns",
                "complete_ns", "txn")
-SEND_STATUSES = ("ok", "fail", "info")  # acknowledged | definitely not written | outcome unknown
-# a send's error when its transaction's abort took it out of librdkafka's queue: status info, for retries are purged
-# too and their first attempt may be in the log. (The Java client's TransactionAbortedException stays fail: its abort
-# fails only batches never given a sequence, that is never sent; a sent batch is retried before EndTxn.)
+SEND_STATUSES = ("ok", "fail", "unknown")  # acknowledged | definitely not written | outcome unknown
+# the old name of a status, in histories written before the rename, and the status it is read as (both checkers,
+# the report): such sends were ``info`` until their status, count and anomaly became the one word ``unknown``
+SEND_STATUS_ALIASES = {"info": "unknown"}
+# a send's error when its transaction's abort took it out of librdkafka's queue: status unknown, for retries are
+# purged too and their first attempt may be in the log. (The Java client's TransactionAbortedException stays fail:
+# its abort fails only batches never given a sequence, that is never sent; a sent batch is retried before EndTxn.)
 PURGE_ERRORS = ("_PURGE_QUEUE",)
 # a send of an exactly-once pipeline also names the input it was made from
 PIPELINE_SEND_FIELDS = ("from_producer", "from_seq")

@@ -20,8 +20,9 @@ from rundir.documents import SCHEMA_VERSION
 # The names, definitions and counts results.json holds are the catalogue's (docs/architecture.md, "The catalogue").
 DEFINITIONS = {a.name: a.definition for a in ANOMALY_LIST}
 
-# The one-line summary `kchaos check` prints, in this order: the tallies, then the anomalies of each group.
-SUMMARY = ("acked", "failed", "indeterminate", *(a.name for a in ANOMALY_LIST if a.summary == "main"))
+# The one-line summary `kchaos check` prints, in this order: the tallies and the sends of unknown outcome, then the
+# anomalies of each group.
+SUMMARY = ("acked", "failed", "unknown", *(a.name for a in ANOMALY_LIST if a.summary == "main"))
 TRANSACTION_SUMMARY = ("txns_committed", "txns_aborted", "txns_unknown",
                        *(a.name for a in ANOMALY_LIST if a.summary == "transactions"))
 
@@ -106,7 +107,7 @@ CUT_SHORT_NOTE = "the run was cut short: no final read-back was recorded, so los
 
 def repeated_sends_note(repeats: int) -> str:
     """The note when (producer, seq) pairs appear on several send lines."""
-    return (f"{repeats} send lines repeated an earlier (producer, seq); an ok line wins over info and fail "
+    return (f"{repeats} send lines repeated an earlier (producer, seq); an ok line wins over unknown and fail "
             "(an acknowledgement is never downgraded), else the last line")
 
 

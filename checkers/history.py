@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from catalogue.history import SEND_STATUS_ALIASES, SEND_STATUSES as STATUS_NAMES
 from checkers.anomalies import CUT_SHORT_NOTE
 from rundir.documents import read_events
 from rundir.layout import READS, SENDS, TXNS, require_history
@@ -31,9 +32,11 @@ from rundir.lines import (ISOLATIONS, READ_COMMITTED, READ_UNCOMMITTED, BadLine,
                           read_jsonl)
 
 
-OK, FAIL, INFO = "ok", "fail", "info"
+OK, FAIL, UNKNOWN_STATUS = STATUS_NAMES
 LIVE, FINAL = "live", "final"
-SEND_STATUSES = {OK: OK, FAIL: FAIL, INFO: INFO}
+# what a sends line's status may say -> the status it is (an old name, in a history written before the rename, is
+# read as the status it became: catalogue.history.SEND_STATUS_ALIASES)
+SEND_STATUSES = {**{s: s for s in STATUS_NAMES}, **SEND_STATUS_ALIASES}
 PHASES = {LIVE: LIVE, FINAL: FINAL}
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 TXN_OUTCOMES = {COMMITTED: COMMITTED, ABORTED: ABORTED, UNKNOWN: UNKNOWN}
@@ -51,7 +54,7 @@ class Send(NamedTuple):
     topic: str
     partition: int | None
     offset: int | None  # only for acknowledged sends (and not even then under acks=0)
-    status: str  # "ok" | "fail" | "info"
+    status: str  # "ok" | "fail" | "unknown" (an old "info" is read as "unknown")
     line: int  # 1-based line number in sends.jsonl
     txn: int | None = None  # the producer's transaction number; None outside transactions
     from_producer: str | None = None  # an exactly-once pipeline's output: the input message it came from

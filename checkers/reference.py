@@ -10,9 +10,9 @@ Choices the catalogue's definitions leave open, made here so that another
 checker can make the same ones:
 
 - Several send lines for one (producer, seq): an ``ok`` line wins over
-  ``info`` and ``fail`` (an acknowledgement is never downgraded), else the
-  last line wins (noted). ``sent`` counts lines; ``acked``/``failed``/``indeterminate`` count messages
-  by the status of their winning line.
+  ``unknown`` and ``fail`` (an acknowledgement is never downgraded), else the
+  last line wins (noted). ``sent`` counts lines; ``acked``/``failed`` and the
+  anomaly ``unknown`` count messages by the status of their winning line.
 - Several final-read events for one partition: it is complete when any of
   them says so (the reads of every attempt are in reads.jsonl).
 - An acknowledged send without a partition is judged against its whole
@@ -46,8 +46,8 @@ from typing import Any
 
 from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly_ranges, judgement_notes,
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
-from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INFO, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send,
-                              Txn, paused_gc, read_history)
+from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
+                              paused_gc, read_history)
 from checkers.breakdown import FaultClock, breakdown_document, fault_rows, partition_rows, ranged_counts
 from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
@@ -465,7 +465,6 @@ def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
         "sent": len(history.sends),
         "acked": statuses[OK],
         "failed": statuses[FAIL],
-        "indeterminate": statuses[INFO],
         "reads_live": judge.reads.live_reads,
         "reads_final": judge.reads.final_reads,
         **{anomaly: found.count(anomaly) for anomaly in ANOMALIES},

@@ -1,7 +1,7 @@
 """client-crash: SIGKILL one producer, consumer or pipeline process, and start a new one when the fault heals.
 
 An application instance that crashes: whatever its producer had in flight
-becomes ``info`` in the history (its acks may have died with it), and a
+becomes ``unknown`` in the history (its acks may have died with it), and a
 consumer killed between poll and commit skips or re-reads records. The new
 process takes the old one's place: a producer under a new id (p0 -> p0.1,
 so (producer, seq) stays unique), a consumer in the same group, a pipeline

@@ -27,7 +27,7 @@ from faults.targets import CLIENT_TARGETS, TARGETS
 from workloads.client import LIBRARIES, Library
 from workloads.confluent_release import is_release
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
-from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION
+from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION, RENAMED
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
@@ -422,6 +422,8 @@ class Scenario(Strict):
     @classmethod
     def _expect(cls, expect: dict[str, Any] | None) -> dict[str, Any] | None:
         for key, value in (expect or {}).items():
+            if key in RENAMED:
+                raise ValueError(f"cannot expect {key!r}: it is called {RENAMED[key]!r} now")
             if key not in EXPECTABLE:
                 raise ValueError(f"cannot expect {key!r}; one of {', '.join(EXPECTABLE)}")
             if key == "valid":

@@ -195,7 +195,10 @@ def field_of(obj: dict[str, Any], name: str, kind: type, *, nullable: bool = Fal
 
 def choice_of(obj: dict[str, Any], name: str, choices: dict[str, str], *, nullable: bool = False,
               optional: bool = False) -> str | None:
-    """One of a few fixed strings, returned as the shared constant (None when allowed to be null or absent)."""
+    """One of a few fixed strings, returned as the shared constant (None when allowed to be null or absent).
+
+    ``choices`` maps each string a line may hold to the constant it stands for: itself, or for an old name
+    the value it became (the error names only the current values)."""
     value = obj.get(name, _MISSING)
     if value is _MISSING:
         if optional:
@@ -206,7 +209,7 @@ def choice_of(obj: dict[str, Any], name: str, choices: dict[str, str], *, nullab
     try:
         return choices[value]
     except (KeyError, TypeError):
-        names = [repr(c) for c in choices] + (["null"] if nullable else [])
+        names = [repr(c) for c, stands_for in choices.items() if c == stands_for] + (["null"] if nullable else [])
         wanted = f"{', '.join(names[:-1])} or {names[-1]}"
         raise BadLine(f"field '{name}' must be {wanted}, not {value!r}") from None
 

@@ -26,10 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from catalogue.history import SEND_STATUSES
 from checkers.history import INTENT_UNKNOWN, parse_read, parse_send, parse_txn
 from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE
 from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, BadLine, HistoryError, LineRules, parse_json_line
-from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES
+from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES, STATUS_CODES as CODE_OF_STATUS
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
 MARK_BYTES = 256 * 2 ** 10  # an example line is found by reading at most this much of the file
@@ -38,7 +39,11 @@ LONG = pa.int64()
 
 
 DICTIONARIES = ("producers", "topics", "groups")  # names stored as ids, each file with its own list
-STATUS_CODES = ("ok", "fail", "info")  # status is stored as its index here
+STATUS_CODES = SEND_STATUSES  # status is stored as its index here
+# every name a sends line may give a status, and the code each is stored as: an old name (a history written before
+# the rename) the code of the status it became (encode.STATUS_CODES)
+STATUS_NAMES = tuple(CODE_OF_STATUS)
+STATUS_NAME_CODES = pa.array([CODE_OF_STATUS[name] for name in STATUS_NAMES], pa.int8())
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ SENDS = Layout(
             "txn": ("copy", "txn"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq"),
             "complete_ns": ("copy", "complete_ns")},
     required=("producer", "seq", "topic", "status"),
-    choices={"status": STATUS_CODES},
+    choices={"status": STATUS_NAMES},
     present_if_null=("partition",),
     paired=(("from_producer", "from_seq"),),
     parse=parse_send,
@@ -171,14 +176,16 @@ class Dictionaries:
 
 
 def stored_table(raw: pa.Table, layout: Layout, lines: pa.Array, dictionaries: Dictionaries) -> pa.Table:
-    """The Parquet rows of a table of JSON fields (validated): names to ids, a choice (status, outcome, intent) to
-    its index in ``choices`` (null stays null), phase to final, and the flags."""
+    """The Parquet rows of a table of JSON fields (validated): names to ids, a status to its code (STATUS_CODES), a
+    choice (outcome, intent) to its index in ``choices`` (null stays null), phase to final, and the flags."""
     columns: list[Any] = [lines]
     for how, name in layout.stored.values():
         column = raw.column(name)
         if how == "copy":
             columns.append(column)
-        elif how in ("status", "code"):
+        elif how == "status":
+            columns.append(pc.take(STATUS_NAME_CODES, pc.index_in(column, value_set=pa.array(STATUS_NAMES))))
+        elif how == "code":
             codes = layout.codes.get(name, layout.choices[name])
             columns.append(pc.cast(pc.index_in(column, value_set=pa.array(codes)), pa.int8()))
         elif how == "final":

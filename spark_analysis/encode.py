@@ -19,13 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from catalogue.history import SEND_STATUS_ALIASES, SEND_STATUSES
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 Part = tuple[str, int]
 
-STATUS_CODES = {"ok": 0, "fail": 1, "info": 2}
-OK, FAIL, INFO = 0, 1, 2
+# a send's status is stored as its index in the catalogue's SEND_STATUSES; every string a sends line may hold for it
+# -> that code (an old name, in a history written before the rename, gets the code of the status it became)
+STATUS_CODES = {**{s: i for i, s in enumerate(SEND_STATUSES)},
+                **{old: SEND_STATUSES.index(new) for old, new in SEND_STATUS_ALIASES.items()}}
+OK, FAIL, UNKNOWN_STATUS = (STATUS_CODES[s] for s in SEND_STATUSES)
 OUTCOME_CODES = ("committed", "aborted", "unknown")  # a transaction's outcome is stored as its index here
 INTENT_CODES = ("commit", "abort")  # what the application asked for (null: nothing), stored as its index
 INTENT_UNKNOWN_CODE = len(INTENT_CODES)  # a txns line with no intent field: not known (checkers.history.INTENT_UNKNOWN)
@@ -139,7 +144,7 @@ def no_reads(spark: "SparkSession") -> "DataFrame":
 
 def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None", txns: "DataFrame | None",
            names: Names, sources: bool) -> Encoded:
-    """Replace names by ids, status by a code (0 ok, 1 fail, 2 info) and phase by ``final``.
+    """Replace names by ids, status by a code (STATUS_CODES: 0 ok, 1 fail, 2 unknown) and phase by ``final``.
 
     ``sources``: the judge needs the inputs of output records (fpid): only then is from_producer looked up.
     """

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from rundir.lines import HistoryError
-from spark_analysis.encode import FAIL, INFO, INTENT_UNKNOWN_CODE, MAX_MASK_GROUPS, OK, OUTCOME_CODES, Names, literal_table
+from spark_analysis.encode import (FAIL, INTENT_UNKNOWN_CODE, MAX_MASK_GROUPS, OK, OUTCOME_CODES, UNKNOWN_STATUS, Names,
+                                   literal_table)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -316,8 +317,8 @@ def _verdicts(table: "DataFrame", facts: Facts, scope: Scope, codes: "DataFrame 
         f"coalesce({acked} AND NOT {seen} AND NOT verifiable, false) AS lost_unverifiable",
         "n_sends = 0 AND n_live + n_final > 0 AS unexpected" if scope.pipelines else "n_sends = 0 AS unexpected",
         f"coalesce(status = {FAIL} AND {n_seen} > 0, false) AS failed_but_present",
-        f"coalesce(status = {INFO}, false) AS unknown",
-        f"coalesce(status = {INFO} AND {n_seen} > 0, false) AS unknown_found",
+        f"coalesce(status = {UNKNOWN_STATUS}, false) AS unknown",
+        f"coalesce(status = {UNKNOWN_STATUS} AND {n_seen} > 0, false) AS unknown_found",
         *txn_columns,
         *_pipeline_columns(scope, acked),
     )
@@ -361,9 +362,9 @@ def _pipeline_columns(scope: Scope, acked: str) -> list[str]:
 # --- by message ---------------------------------------------------------------------------------------
 
 
-# The ``kind`` of a tagged row: a send's status (OK, FAIL, INFO: >= 0), or one of these for a read: LIVE and FINAL,
-# their read_committed forms (only with transactions: see ``Kinds``), or an OUTPUT row, a pipeline's output record
-# in the read_committed read-back grouped with the input it was made from.
+# The ``kind`` of a tagged row: a send's status (OK, FAIL, UNKNOWN_STATUS: >= 0), or one of these for a read: LIVE
+# and FINAL, their read_committed forms (only with transactions: see ``Kinds``), or an OUTPUT row, a pipeline's output
+# record in the read_committed read-back grouped with the input it was made from.
 LIVE, FINAL, LIVE_C, FINAL_C, OUTPUT = -1, -2, -3, -4, -5
 IS_SEND, IS_FINAL_C, IS_OUTPUT = "kind >= 0", f"kind = {FINAL_C}", f"kind = {OUTPUT}"
 
@@ -414,7 +415,7 @@ def tagged_rows(sends: "DataFrame", reads: "DataFrame", scope: Scope = Scope()) 
 
 
 # A send line's rank among its message's lines is its line key, plus this bit on an ok line: an
-# acknowledgement is never downgraded (an ok line wins over info and fail), else the last line wins.
+# acknowledgement is never downgraded (an ok line wins over unknown and fail), else the last line wins.
 # Line keys are positions in a file, far below it.
 OK_RANK = 2 ** 62
 
@@ -664,7 +665,6 @@ class MessageCounts:
     distinct_sent: int
     acked: int
     failed: int
-    indeterminate: int
     lost: int
     lost_after_read: int
     lost_unverifiable: int
@@ -726,7 +726,6 @@ def message_metrics(skipped: str, redelivered: str, complete: str, scope: Scope,
         f"count_if({counted} AND n_sends > 0) AS distinct_sent",
         f"count_if({counted} AND status = {OK}) AS acked",
         f"count_if({counted} AND status = {FAIL}) AS failed",
-        f"count_if({counted} AND status = {INFO}) AS indeterminate",
         *[f"count_if({counted} AND {flag}) AS {flag}" for flag in FLAGS if scoped or flag not in SCOPED],
         f"coalesce(sum({when(skipped)}), 0) AS consumer_skipped",
         f"coalesce(sum({when(redelivered)}), 0) AS consumer_redelivered",

@@ -35,7 +35,7 @@ def write_training_run(run: Path) -> None:
     sends, reads = [], []
     for i in range(600):
         producer, seq, partition, offset = f"p{i % 3}", i // 3, i % 4, i // 4
-        status = "fail" if i % 97 == 5 else "info" if i % 89 == 7 else "ok"
+        status = "fail" if i % 97 == 5 else "unknown" if i % 89 == 7 else "ok"
         sends.append({"producer": producer, "seq": seq, "topic": "t", "key": str(seq), "partition": partition,
                       "offset": offset if status == "ok" else None, "status": status,
                       "error": None if status == "ok" else "timed out", "invoke_ns": i, "complete_ns": i + 1})

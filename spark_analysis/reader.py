@@ -47,7 +47,7 @@ from rundir.documents import committed_offsets, final_read_completeness, read_ev
 from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE, require_history
 from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, HistoryError, LineRules
 
-from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES
+from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES, STATUS_CODES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -132,13 +132,17 @@ def _choice(column: str, values: tuple[str, ...]) -> str:
     return f"({_is(column, 'STRING')} AND coalesce(try_variant_get({column}, '$', 'string') IN ({listed}), false))"
 
 
+# SQL: a send's status, by any name a sends line may give it (an old name is coded as the status it became, in
+# encode.STATUS_CODES)
+_SEND_STATUS_OK = "coalesce(j.status IN (" + ", ".join(f"'{s}'" for s in STATUS_CODES) + "), false)"
+
 SENDS = FileKind(
     name=SENDS_FILE,
     schema="producer VARIANT, seq BIGINT, topic VARIANT, `partition` VARIANT, `offset` BIGINT, status STRING, "
            "txn BIGINT, from_producer VARIANT, from_seq BIGINT, complete_ns BIGINT, _corrupt STRING",
     good=" AND ".join([
         _is("j.producer", "STRING"), "j.seq IS NOT NULL", _is("j.topic", "STRING"),
-        _is("j.`partition`", "BIGINT", "VOID"), "coalesce(j.status IN ('ok', 'fail', 'info'), false)", _source_ok(),
+        _is("j.`partition`", "BIGINT", "VOID"), _SEND_STATUS_OK, _source_ok(),
     ]),
     columns={
         "producer": "try_variant_get(j.producer, '$', 'string')",

@@ -11,7 +11,7 @@ import pytest
 from checkers.anomalies import (ANOMALIES, COUNTS, CUT_SHORT_NOTE, DEFINITIONS, NO_SCENARIO_NOTE, Promises,
                                 promises_from_scenario, validity)
 from checkers import history as history_module
-from checkers.history import History, read_history
+from checkers.history import UNKNOWN_STATUS, History, checked_send, parse_send, read_history
 from checkers.reference import check, check_run
 from rundir.documents import write_results
 from rundir.layout import NotJudged, RunDir
@@ -105,7 +105,7 @@ def test_clean_history_is_valid(tmp_path: Path) -> None:
     assert nonzero(results) == {}
     assert tuple(results["counts"]) == COUNTS
     c = results["counts"]
-    assert (c["sent"], c["acked"], c["failed"], c["indeterminate"]) == (3, 3, 0, 0)
+    assert (c["sent"], c["acked"], c["failed"], c["unknown"]) == (3, 3, 0, 0)
     assert (c["reads_live"], c["reads_final"], c["lost_unverifiable"]) == (3, 3, 0)
     assert results["final_read_complete"] is True
     assert results["incomplete_partitions"] == []
@@ -277,15 +277,36 @@ def test_consumer_redelivered_is_never_a_violation(tmp_path: Path) -> None:
 
 def test_unknown_sends_found_and_not_found(tmp_path: Path) -> None:
     h = clean()
-    h["sends"] += [send("p0", 3, status="info", partition=None), send("p0", 4, status="info", partition=None),
-                   send("p0", 5, status="info", partition=0)]
+    h["sends"] += [send("p0", 3, status="unknown", partition=None), send("p0", 4, status="unknown", partition=None),
+                   send("p0", 5, status="unknown", partition=0)]
     h["reads"].append(read("p0", 4, 3))  # the in-doubt 4 made it
     results = run_check(tmp_path, IDEMPOTENT, **h)
     c = results["counts"]
-    assert (c["unknown"], c["unknown_found"], c["unknown_not_found"], c["indeterminate"]) == (3, 1, 2, 3)
+    assert (c["unknown"], c["unknown_found"], c["unknown_not_found"]) == (3, 1, 2)
     assert c["lost"] == 0
     assert results["valid"] is True
     assert [e["seq"] for e in results["examples"]["unknown"]] == [3, 4, 5]
+
+
+def test_an_old_info_line_is_judged_as_unknown(tmp_path: Path) -> None:
+    """A history written before the status was renamed says ``info`` where it now says ``unknown``: read as
+    ``unknown`` (catalogue.history.SEND_STATUS_ALIASES), on the reader's quick path and field by field, and judged
+    alike (the examples show the line as it was written)."""
+    line = send("p0", 3, status="info", partition=None)
+    assert parse_send(line, 1).status == checked_send(line, 1).status == UNKNOWN_STATUS == "unknown"
+
+    def history(status: str) -> dict[str, list]:
+        h = clean()
+        h["sends"] += [send("p0", 3, status=status, partition=None), send("p0", 4, status=status, partition=None),
+                       send("p0", 5, status=status), send("p0", 1, status=status)]  # p0/1: ok wins, as over unknown
+        h["reads"].append(read("p0", 4, 3))
+        return h
+    old = run_check(tmp_path / "old", IDEMPOTENT, **history("info"))
+    new = run_check(tmp_path / "new", IDEMPOTENT, **history("unknown"))
+    assert old["counts"] == new["counts"] and old["notes"] == new["notes"] and old["valid"] is True
+    assert (old["counts"]["unknown"], old["counts"]["unknown_found"], old["counts"]["unknown_not_found"]) == (3, 1, 2)
+    shown = [(e["seq"], e["send"]["status"]) for e in old["examples"]["unknown"]]
+    assert shown == [(3, "info"), (4, "info"), (5, "info")]
 
 
 def test_examples_are_the_twenty_smallest(tmp_path: Path) -> None:
@@ -322,21 +343,21 @@ def test_incomplete_partition_is_not_lost(tmp_path: Path) -> None:
 
 def test_repeated_send_lines_an_ack_is_never_downgraded(tmp_path: Path) -> None:
     h = clean()
-    h["sends"] += [send("p0", 1, status="info", partition=None), send("p0", 3, status="fail"), send("p0", 3),
-                   send("p0", 4, status="fail"), send("p0", 4, status="info")]
+    h["sends"] += [send("p0", 1, status="unknown", partition=None), send("p0", 3, status="fail"), send("p0", 3),
+                   send("p0", 4, status="fail"), send("p0", 4, status="unknown")]
     results = run_check(tmp_path, **h)
     c = results["counts"]
-    # p0/1: ok, then info: still acknowledged (and found); p0/3: fail, then ok: acknowledged and nowhere;
-    # p0/4: fail, then info: the last line
-    assert (c["sent"], c["acked"], c["failed"], c["indeterminate"]) == (8, 4, 0, 1)
+    # p0/1: ok, then unknown: still acknowledged (and found); p0/3: fail, then ok: acknowledged and nowhere;
+    # p0/4: fail, then unknown: the last line
+    assert (c["sent"], c["acked"], c["failed"], c["unknown"]) == (8, 4, 0, 1)
     assert c["lost"] == 1 and c["unknown"] == 1 and c["unknown_found"] == 0
-    assert ("3 send lines repeated an earlier (producer, seq); an ok line wins over info and fail "
+    assert ("3 send lines repeated an earlier (producer, seq); an ok line wins over unknown and fail "
             "(an acknowledgement is never downgraded), else the last line") in results["notes"]
 
 
 def test_an_ack_followed_by_info_is_still_lost_when_missing(tmp_path: Path) -> None:
     h = clean()
-    h["sends"] += [send("p0", 3), send("p0", 3, status="info")]
+    h["sends"] += [send("p0", 3), send("p0", 3, status="unknown")]
     results = run_check(tmp_path, **h)
     assert results["counts"]["lost"] == 1 and results["counts"]["unknown"] == 0
     assert results["valid"] is False
@@ -454,7 +475,7 @@ def test_malformed_middle_line_names_the_line(tmp_path: Path) -> None:
     ("sends", {"producer": "p0", "seq": True, "topic": TOPIC, "status": "ok", "partition": 0},
      "history/sends.jsonl line 2: field 'seq' must be an integer, not bool"),
     ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "done", "partition": 0},
-     "history/sends.jsonl line 2: field 'status' must be 'ok', 'fail' or 'info', not 'done'"),
+     "history/sends.jsonl line 2: field 'status' must be 'ok', 'fail' or 'unknown', not 'done'"),
     ("sends", {"producer": "p0", "seq": 1, "topic": TOPIC, "status": "ok"},
      "history/sends.jsonl line 2: missing field 'partition'"),
     ("sends", {**send("p0", 1), "complete_ns": "5"},
@@ -573,8 +594,8 @@ def test_write_results_is_atomic_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("line", [
-    send("p0", 1), send("p0", 2, status="fail"), send("p0", 3, status="info", partition=None),
-    {**send("p0", 4), "offset": None}, {k: v for k, v in send("p0", 5, status="info").items() if k != "offset"},
+    send("p0", 1), send("p0", 2, status="fail"), send("p0", 3, status="unknown", partition=None),
+    {**send("p0", 4), "offset": None}, {k: v for k, v in send("p0", 5, status="unknown").items() if k != "offset"},
     {**send("p0", 6), "complete_ns": None}, {k: v for k, v in send("p0", 7).items() if k != "complete_ns"},
 ])
 def test_quick_and_checked_send_parsing_agree(line: dict[str, Any]) -> None:

@@ -98,7 +98,7 @@ def aborted_read() -> dict[str, Any]:
 def never_committed() -> dict[str, Any]:
     """The producer died with txn 0 open (intent null): reading it is an aborted read."""
     return {
-        "sends": [tsend("p0", 0, 0), tsend("p0", 1, 0, status="info")],
+        "sends": [tsend("p0", 0, 0), tsend("p0", 1, 0, status="unknown")],
         "reads": [uread("p0", 0, 0), cread("p0", 0, 0)],
         "events": final_reads(high_watermark=2),
         "txns": [txn("p0", 0, "unknown", intent=None)],

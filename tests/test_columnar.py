@@ -32,7 +32,8 @@ ODD_LINES = {
     "carriage return": '{"producer": "p0", "seq": 7, "topic": "t", "partition": 0, "offset": 7, "status": "ok"}\r',
     "form feed": "\f",
     "blank": "   ",
-    "null partition": '{"producer": "p0", "seq": 9, "topic": "t", "partition": null, "status": "info"}',
+    "null partition": '{"producer": "p0", "seq": 9, "topic": "t", "partition": null, "status": "unknown"}',
+    "old status name": '{"producer": "p0", "seq": 9, "topic": "t", "partition": 0, "status": "info"}',  # unknown
     "escaped name": '{"producer": "p\\u00e9", "seq": 1, "topic": "t", "partition": 0, "offset": 1, "status": "ok"}',
     "leading space": ' {"producer": "p0", "seq": 8, "topic": "t", "partition": 0, "offset": 3, "status": "fail"}',
 }
@@ -117,6 +118,20 @@ def test_odd_but_valid_lines(tmp_path: Path, blocks: str, odd: str) -> None:
     same_as_reference(make_run(tmp_path, **h))
 
 
+def test_an_old_info_status_is_stored_as_unknown_by_arrow(tmp_path: Path) -> None:
+    """A history written before the status was renamed says ``info`` where it now says ``unknown``: Arrow reads
+    such a block on its own (the rules are not needed for it) and stores unknown's code, as the reference reads it."""
+    h = clean()
+    h["sends"] += [send("p0", 3, status="info"), send("p0", 4, status="info"), send("p0", 5, status="unknown")]
+    run = make_run(tmp_path, **h)
+    same_as_reference(run)
+    files = convert_history(run / "history")
+    assert files is not None and (sends := files[SENDS.name]) is not None
+    assert json.loads((cache.footer(sends.path) or {})["blocks"]) == {"arrow": 1, "rules": 0}
+    unknown = STATUS_CODES.index("unknown")
+    assert [r["status"] for r in pq.read_table(sends.path).to_pylist()][-3:] == [unknown] * 3
+
+
 @pytest.mark.parametrize("bad", [
     '{"producer": "p0", "seq": ',  # cut short, but not the last line
     '{"a": 1}{"b": 2}',
@@ -182,7 +197,7 @@ def test_integers_beyond_64_bits_stop_the_conversion(tmp_path: Path) -> None:
 
 def test_many_lines_in_tiny_blocks(tmp_path: Path, blocks: str) -> None:
     rng = random.Random(7)
-    sends = [send(f"p{rng.randrange(4)}", i, status=rng.choice(["ok", "ok", "fail", "info"]),
+    sends = [send(f"p{rng.randrange(4)}", i, status=rng.choice(["ok", "ok", "fail", "unknown"]),
                   partition=rng.choice([0, 1, None])) for i in range(300)]
     reads = [read(rng.choice(["p0", "p1", None]), i, i, phase=rng.choice(["live", "final"])) for i in range(300)]
     reads = [r if r["producer"] else {**r, "seq": None} for r in reads]

@@ -55,7 +55,7 @@ def test_every_kind_of_sends_line_has_the_catalogues_fields_in_its_order() -> No
     plain, txnal = Lines(), Lines()
     p = ProducerClient("p0", "nowhere:9092", "t", {}, plain, RunClock())  # type: ignore[arg-type]
     p.on_lines("p0", [protocol.invoked(0, 4, 1).encode(), protocol.completed("ok", 0, 1, 5, 2, None).encode(),
-                      protocol.completed("info", 1, 1, None, 3, "x y").encode()])
+                      protocol.completed("unknown", 1, 1, None, 3, "x y").encode()])
     p.on_exit("p0", clean=False, how="killed")
     t = ProducerClient("p1", "nowhere:9092", "t", {}, txnal, RunClock(),  # type: ignore[arg-type]
                        transactions={"transactional_id": "x", "timeout_ms": 1, "commit_timeout_s": 1},
@@ -191,7 +191,7 @@ def test_each_python_formatter_writes_the_catalogues_fields_in_its_order(tag: st
     names = list(inspect.signature(formatter).parameters)
     assert tuple(PARAMETER_ALIASES.get(n, n) for n in names) == LINE_FIELDS[tag]
     values = {n: 1000 + i for i, n in enumerate(names)}
-    values |= {"status": "info", "intent": "abort", "outcome": "aborted", "library": "java", "version": "3.9",
+    values |= {"status": "unknown", "intent": "abort", "outcome": "aborted", "library": "java", "version": "3.9",
                "settings": {"acks": "all"}, "producer": "p7", "from_producer": "p8", "error": "e r"}
     line = formatter(**{n: values[n] for n in names})  # type: ignore[operator]
     assert line.split(" ", len(names))[0] == tag

@@ -1,5 +1,5 @@
 """Kafka's Java producer as a workload process on a real cluster (issue #19), driven through the same
-ProducerClient as the librdkafka one: SIGKILLed mid-run it leaves its in-flight sends ``info`` (never ``fail``,
+ProducerClient as the librdkafka one: SIGKILLed mid-run it leaves its in-flight sends ``unknown`` (never ``fail``,
 no seq unaccounted for) and the read-back finds every acknowledged one; transactional, it commits and aborts
 and read_committed readers see exactly the committed messages (on 3.9.2 and on 4.3.1, whose client speaks the
 KIP-890 transaction protocol)."""
@@ -91,7 +91,7 @@ def test_a_java_producer_killed_mid_run_leaves_info_and_loses_no_ack(cluster: Cl
         assert identity.settings["enable.idempotence"] == "true" and identity.settings["linger.ms"] == "50"
     sends = jsonl(tmp_path / "history" / "sends.jsonl")
     killed = [s for s in sends if s["producer"] == "p0" and s["error"] == "producer process killed"]
-    assert killed and all(s["status"] == "info" for s in killed)
+    assert killed and all(s["status"] == "unknown" for s in killed)
     assert not [s for s in sends if s["status"] == "fail"]
     for name in ("p0", "p0.1"):  # every seq of each process has exactly one line: none unaccounted for
         seqs = sorted(s["seq"] for s in sends if s["producer"] == name)
@@ -105,7 +105,7 @@ def test_a_java_producer_killed_mid_run_leaves_info_and_loses_no_ack(cluster: Cl
     counts = results["counts"]
     assert counts["lost"] == 0 and counts["failed"] == 0 and counts["unexpected"] == 0
     assert counts["duplicated"] == 0 and counts["divergent"] == 0  # idempotent: no duplicates even across a kill
-    assert counts["indeterminate"] >= len(killed) and results["final_read_complete"] and results["valid"]
+    assert counts["unknown"] >= len(killed) and results["final_read_complete"] and results["valid"]
 
 
 def transactions(topic: str, **overrides: Any) -> dict[str, Any]:

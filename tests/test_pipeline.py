@@ -131,14 +131,14 @@ def test_outputs_in_flight_at_a_kill_are_info_in_their_transaction(tmp_path: Pat
     run = RunDir(tmp_path)
     sends = jsonl(run.sends)
     assert [(s["producer"], s["seq"], s["status"], s["error"], s["txn"], s["from_producer"], s["from_seq"])
-            for s in sends] == [("pipe0", 0, "info", "producer process killed", 0, "p0", 0),
-                                ("pipe0", 1, "info", "producer process killed", 0, None, None),
-                                ("pipe0.1", 0, "info", "in flight at the end of the run", 0, "p0", 0)]
+            for s in sends] == [("pipe0", 0, "unknown", "producer process killed", 0, "p0", 0),
+                                ("pipe0", 1, "unknown", "producer process killed", 0, None, None),
+                                ("pipe0.1", 0, "unknown", "in flight at the end of the run", 0, "p0", 0)]
     txns = jsonl(run.txns)
     assert [(t["producer"], t["txn"], t["outcome"], t["intent"], t["invoke_ns"], t["error"]) for t in txns] == [
         ("pipe0", 0, "unknown", None, None, "producer process killed"),
         ("pipe0.1", 0, "unknown", "commit", 13, "in flight at the end of the run")]
-    assert client.counts.info == 3
+    assert client.counts.unknown == 3
 
 
 def test_lines_out_of_place_are_protocol_errors(tmp_path: Path) -> None:

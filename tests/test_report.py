@@ -81,7 +81,7 @@ def make_run(root: Path, scenario_file: str = "acks1-leader-kill.yaml", *, lossy
     # three failed sends during the fault, one still in flight at the end
     for s in sends[700:703]:
         s.update(status="fail", error="Local: Message timed out", partition=None)
-    sends[-1].update(status="info", error="in flight at the end", complete_ns=None)
+    sends[-1].update(status="unknown", error="in flight at the end", complete_ns=None)
 
     next_offset = {0: 0, 1: 0, 2: 0}
     lost: list[dict[str, Any]] = []
@@ -306,7 +306,7 @@ def assert_report_page(dom: Dom, results: dict[str, Any], status: str, partition
     assert dom.text_by_id["headline"].strip().startswith(f"{status} — ")
     assert dom.having("p", "headline", data_status=status)
     facts = {a["data-count"] for a in dom.having("div", "card") if a.get("data-count")}
-    assert {"sent", "acked", "failed", "indeterminate", "reads_live", "reads_final"} <= facts
+    assert {"sent", "acked", "failed", "unknown", "reads_live", "reads_final"} <= facts
     counts = dom.text_by_id["counts"].replace("\n", "").replace(" ", "")
     for name in ("lost", "duplicated", "acked"):
         assert f"{name}{results['counts'][name]:,}" in counts
@@ -357,7 +357,7 @@ def test_the_streaming_pass_draws_and_the_checker_counts(lossy_run: Path) -> Non
     assert breakdown["faults"][0]["lost"] == results["counts"]["lost"]
     # every send has its latency point; the in-flight one too
     assert {status: p.seen for status, p in scan.latency.items()} == {"ok": results["counts"]["acked"],
-                                                                       "fail": 3, "info": 1}
+                                                                       "fail": 3, "unknown": 1}
 
 
 def test_the_partition_and_fault_tables_show_the_checkers_counts(lossy_run: Path, tmp_path: Path) -> None:

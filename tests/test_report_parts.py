@@ -18,7 +18,7 @@ from verdicts.report import NS
 from verdicts.report.figure import latency_title, rate_ceiling, timeline_figure
 from verdicts.report.headline import anticipated, headline, percent
 from verdicts.report.latency import Points, decode, encode, new_points
-from verdicts.report.scan import Scan
+from verdicts.report.scan import Scan, scan_history
 from verdicts.report.page import write_report
 from verdicts.report.settings import allowance
 from verdicts.report.versions import version_note, version_spans
@@ -36,7 +36,7 @@ def kill(start_s: float, end_s: float | None, node: str = "broker2", target: str
 
 
 def results(**counts: int) -> dict[str, Any]:
-    base = {"sent": 468_100, "acked": 468_057, "failed": 0, "indeterminate": 43, "reads_live": 0,
+    base = {"sent": 468_100, "acked": 468_057, "failed": 0, "reads_live": 0,
             "reads_final": 466_841, "lost": 0, "lost_after_read": 0, "duplicated": 0, "divergent": 0}
     return {"valid": not any(counts.get(k) for k in ("lost", "divergent")), "counts": {**base, **counts},
             "final_read_complete": True}
@@ -196,16 +196,29 @@ def test_the_packed_latencies_decode_to_what_was_sent() -> None:
         invoke = t - rng.randrange(0, 50_000_000)  # completion order: invoke times go back and forth
         points["ok"].add(invoke, latency)
         sent.append((invoke, latency))
-    points["info"].add(t, -1)  # still in flight at the end
+    points["unknown"].add(t, -1)  # still in flight at the end
     encoded = encode(points, t + 2 * NS)
     xs, ys = decode(encoded)["ok"]
     for (invoke, latency), x, y in zip(sent, xs, ys):
         assert abs(x - invoke / NS) <= 1e-4 + 1e-9  # 0.1 ms
         assert abs(y - latency / 1e6) <= latency / 1e6 * 6e-4 + 1e-6  # 0.05 %
-    assert decode(encoded)["info"][1][0] == pytest.approx(2000, rel=1e-3)  # drawn at the end of the history
+    assert decode(encoded)["unknown"][1][0] == pytest.approx(2000, rel=1e-3)  # drawn at the end of the history
     # a few bytes a point, base64 included, even for this noise (a real history, whose sends complete in
     # batches, packs into less): a million sends cost a few megabytes, where JSON numbers cost 20
     assert len(encoded["series"]["ok"]["data"]) / 20_000 < 5
+
+
+def test_an_old_info_send_is_drawn_as_unknown(tmp_path: Path) -> None:
+    """A history written before the status was renamed says ``info`` where it now says ``unknown``: the report
+    draws it with the unknown sends (rate and latency)."""
+    (tmp_path / "history").mkdir()
+    sends = [{"producer": "p0", "seq": seq, "topic": "t", "partition": 0, "status": status,
+              "invoke_ns": seq * NS, "complete_ns": seq * NS + 5_000_000}
+             for seq, status in enumerate(("ok", "fail", "unknown", "info"))]
+    (tmp_path / "history" / "sends.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sends))
+    scan = scan_history(RunDir(tmp_path))
+    assert {status: p.seen for status, p in scan.latency.items()} == {"ok": 1, "unknown": 2, "fail": 1}
+    assert (sum(scan.acked.v), sum(scan.failed.v), sum(scan.unknown.v)) == (1, 1, 2)
 
 
 def test_past_the_cap_every_kth_point_is_kept() -> None:

@@ -18,7 +18,8 @@ TXNS = [
     {"producer": "p1", "txn": 136, "outcome": "committed", "intent": "commit", "error": None,
      "invoke_ns": 29225227903, "complete_ns": 29288033514, "begin_ns": 29224800518}]
 PURGED = {"producer": "p1", "seq": 810, "topic": "chaos", "key": "810", "partition": 0, "offset": None,
-          "status": "info", "error": "_PURGE_QUEUE", "invoke_ns": 25112723248, "complete_ns": 29220675572, "txn": 135}
+          "status": "unknown", "error": "_PURGE_QUEUE", "invoke_ns": 25112723248, "complete_ns": 29220675572,
+          "txn": 135}
 ACKED = {"producer": "p1", "seq": 816, "topic": "chaos", "key": "816", "partition": 0, "offset": 520, "status": "ok",
          "error": None, "invoke_ns": 29225079903, "complete_ns": 29279494972, "txn": 136}
 HELD = {"consumer": "final-reader", "group": None, "phase": "final", "topic": "chaos", "partition": 0, "offset": 520,

@@ -165,9 +165,9 @@ CASES: dict[str, dict[str, list]] = {
     "redelivered": _with(clean(), reads=[read("p0", 0, 0, phase="live", consumer="c1"),
                                          read("p0", 0, 0, phase="live", consumer="c1"),
                                          read("p0", 1, 1, phase="live", group="other")]),
-    "unknown": _with(clean(), sends=[send("p0", 3, status="info", partition=None),
-                                     send("p0", 4, status="info", partition=None),
-                                     send("p0", 5, status="info", partition=0)], reads=[read("p0", 4, 3)]),
+    "unknown": _with(clean(), sends=[send("p0", 3, status="unknown", partition=None),
+                                     send("p0", 4, status="unknown", partition=None),
+                                     send("p0", 5, status="unknown", partition=0)], reads=[read("p0", 4, 3)]),
     "twenty_smallest": {"sends": [send("p0", i) for i in range(30)], "reads": [read("p0", 0, 0)],
                         "events": [final_read(high_watermark=30)]},
     "ten_reads": _with(clean(1), reads=[read("p0", 0, 0, phase="live", consumer=f"c{i}") for i in range(1, 15)]),
@@ -177,7 +177,7 @@ CASES: dict[str, dict[str, list]] = {
         "reads": [read("p0", 0, 0), read("p1", 0, 0, partition=1)],
         "events": [final_read(0, complete=False, high_watermark=2), final_read(1, high_watermark=2)],
     },
-    "repeated_sends": _with(clean(), sends=[send("p0", 1, status="info", partition=None),
+    "repeated_sends": _with(clean(), sends=[send("p0", 1, status="unknown", partition=None),
                                             send("p0", 3, status="fail"), send("p0", 3)]),
     # only the winning (last) line names the partition: partition 3, named by the first line alone, is not
     # listed as incomplete
@@ -186,8 +186,8 @@ CASES: dict[str, dict[str, list]] = {
                                                    reads=[read("p0", 5, 5), read("p0", 6, 6)],
                                                    events=[final_read(high_watermark=7), committed(3),
                                                            final_read(1, complete=False)]),
-    # an acknowledgement is never downgraded: ok then info (lost), ok then fail (present, not failed_but_present)
-    "ack_then_info_or_fail": _with(clean(), sends=[send("p0", 3), send("p0", 3, status="info"),
+    # an acknowledgement is never downgraded: ok then unknown (lost), ok then fail (present, not failed_but_present)
+    "ack_then_unknown_or_fail": _with(clean(), sends=[send("p0", 3), send("p0", 3, status="unknown"),
                                                    send("p0", 2, status="fail")]),
     # two messages acknowledged at one offset nobody read (and one acknowledged twice there)
     "two_acks_at_an_unread_offset": _with(clean(), sends=[send("p0", 3, offset=7), send("p1", 0, offset=7),
@@ -281,13 +281,31 @@ def test_missing_reads_and_events(spark: Any, both_formats: str, tmp_path: Path)
 
 
 def test_an_ack_is_never_downgraded_and_two_acks_at_one_offset_diverge(spark: Any, tmp_path: Path) -> None:
-    downgraded = spark_checker.check_run(run_dir(tmp_path / "a", **CASES["ack_then_info_or_fail"]), spark)
+    downgraded = spark_checker.check_run(run_dir(tmp_path / "a", **CASES["ack_then_unknown_or_fail"]), spark)
     c = downgraded["counts"]
     assert (c["lost"], c["failed_but_present"], c["unknown"], c["acked"]) == (1, 0, 0, 4)
     two_acks = spark_checker.check_run(run_dir(tmp_path / "b", **CASES["two_acks_at_an_unread_offset"]), spark)
     assert two_acks["counts"]["divergent"] == 1
     [example] = two_acks["examples"]["divergent"]
     assert (example["offset"], example["send"]["producer"], example["reads"]) == (7, "p0", [])
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_an_old_info_status_is_read_as_unknown(spark: Any, both_formats: str, tmp_path: Path, odd: bool) -> None:
+    """A history written before the status was renamed says ``info`` where it now says ``unknown``: Spark codes it
+    as unknown (encode.STATUS_CODES) on Arrow's and Spark's quick paths and on the lines the reference's reader
+    parses for them (an odd line sends a whole block to the rules, and is fetched by the driver), and judges it as
+    the reference does, and as it judges ``unknown``."""
+    sends: list[Any] = [send("p0", 3, status="info", partition=None), send("p0", 4, status="info", partition=None),
+                        send("p0", 5, status="info"), send("p0", 1, status="info")]
+    if odd:
+        sends.append('{"producer": "a}{b", "seq": 7, "topic": "t", "partition": null, "status": "info"}\r')
+    h = _with(clean(), sends=sends, reads=[read("p0", 4, 3)])
+    got = agree(spark, run_dir(tmp_path / "old", PROMISES["idempotent"], **h))
+    renamed = [s.replace('"info"', '"unknown"') if isinstance(s, str) else {**s, "status": "unknown"}
+               if s["status"] == "info" else s for s in h["sends"]]
+    new = reference.check_run(run_dir(tmp_path / "new", PROMISES["idempotent"], **{**h, "sends": renamed}))
+    assert got["counts"] == new["counts"] and got["counts"]["unknown"] == (4 if odd else 3)
 
 
 def test_truncated_last_line_is_dropped(spark: Any, both_formats: str, tmp_path: Path) -> None:
@@ -548,12 +566,12 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
                 txn += 1
             outcome = outcomes.setdefault((producer, txn), draw(st.sampled_from(OUTCOMES))) if in_txns else None
             topic, partition = draw(st.sampled_from(parts))
-            status = draw(st.sampled_from(["ok"] * 6 + ["fail", "info"]))
+            status = draw(st.sampled_from(["ok"] * 6 + ["fail", "unknown"]))
             offset = next_offset[(topic, partition)]
-            written = status == "ok" or draw(st.booleans())  # a fail or info send may still have been written
+            written = status == "ok" or draw(st.booleans())  # a fail or unknown send may still have been written
             if written:
                 next_offset[(topic, partition)] += 1
-            named = partition if status != "info" or draw(st.booleans()) else None
+            named = partition if status != "unknown" or draw(st.booleans()) else None
             if status == "ok" and draw(st.integers(0, 9)) == 0:
                 named = None  # an ack without a partition: judged against its topic
             line = send(producer, seq, status=status, partition=named, offset=offset, topic=topic)
@@ -566,7 +584,7 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
             sends.append(line)
             if draw(st.integers(0, 9)) == 0:  # the same message on an earlier line, with another outcome
                 sends.insert(draw(st.integers(0, len(sends) - 1)),
-                             send(producer, seq, status=draw(st.sampled_from(["ok", "fail", "info"])),
+                             send(producer, seq, status=draw(st.sampled_from(["ok", "fail", "unknown"])),
                                   partition=partition, offset=offset, topic=topic))
             if written and draw(st.integers(0, 5)) != 0:  # not lost
                 finals.append(read(producer, seq, offset, partition=partition, topic=topic))
@@ -727,7 +745,7 @@ def everything_at_once() -> dict[str, list[Any]]:
         send("p0", 7, offset=4),  # acked where p0/4 sits: divergent, and p0/7 is also read twice: duplicated
         send("p0", 8, offset=3),  # acked below an earlier seq's offset: reordered
         send("p1", 0, status="fail"), send("p1", 1, status="fail"),  # 0 is present anyway
-        send("p1", 2, status="info", partition=None), send("p1", 3, status="info"),  # found / not found
+        send("p1", 2, status="unknown", partition=None), send("p1", 3, status="unknown"),  # found / not found
         send("p1", 4, partition=1, offset=0),  # not read, but partition 1's final read was incomplete
     ]
     reads = [read("p0", i, i) for i in range(6)] + [
@@ -750,7 +768,7 @@ def transactions() -> dict[str, list[Any]]:
     aborted, yet read_committed read it (aborted_read); txn 2 has no txns line (unknown); partition 0's last
     stable offset hangs for 80 s."""
     sends = [tsend("tp", 0, 0, topic="x"), tsend("tp", 1, 0, partition=1, offset=0, topic="x"),
-             tsend("tp", 2, 1, offset=1, topic="x"), tsend("tp", 3, 2, status="info", topic="x")]
+             tsend("tp", 2, 1, offset=1, topic="x"), tsend("tp", 3, 2, status="unknown", topic="x")]
     reads = [uread("tp", 0, 0, topic="x"), uread("tp", 1, 0, partition=1, topic="x"), uread("tp", 2, 1, topic="x"),
              cread("tp", 0, 0, topic="x"), cread("tp", 2, 1, topic="x")]
     events = [{**e, "time_ns": 90_000_000_000} for e in final_reads(partitions=2, high_watermark=3, topic="x")]
@@ -790,7 +808,7 @@ def _ranges_variant(name: str) -> dict[str, list[Any]]:
     if name == "exact":  # more consumer groups than a bit mask holds: every message through exact_messages
         h["events"] = h["events"] + [committed(1, group=f"x{i:02}") for i in range(70)]
     elif name == "repeated_sends":  # the acks come from the message table; the winning (ok) line's time counts
-        h["sends"] = [timed(send("p0", 7, status="info"), 99 * S), timed(send("p1", 0, status="fail"), 99 * S),
+        h["sends"] = [timed(send("p0", 7, status="unknown"), 99 * S), timed(send("p1", 0, status="fail"), 99 * S),
                       *h["sends"]]
     elif name == "ambiguous":  # p0/4 also read in partition 1: judged again from its reads
         h["reads"] = h["reads"] + [read("p0", 4, 3, partition=1)]

@@ -53,7 +53,7 @@ def test_only_definite_refusals_are_failures() -> None:
                  KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                  KafkaError._UNKNOWN_PARTITION, KafkaError.REQUEST_TIMED_OUT,
                  KafkaError._PURGE_QUEUE):  # an abort purges retries too, whose first attempt may be in the log
-        assert outcome(KafkaError(code)) == "info", KafkaError(code).name()
+        assert outcome(KafkaError(code)) == "unknown", KafkaError(code).name()
 
 
 def test_history_is_flushed_within_a_second_and_fsynced_on_close(tmp_path: Path) -> None:
@@ -76,12 +76,12 @@ def test_history_is_flushed_within_a_second_and_fsynced_on_close(tmp_path: Path)
 def test_protocol_lines_round_trip() -> None:
     lines = [protocol.hello(42), protocol.invoked(10, 3, 123), protocol.withdrawn(12, 1),
              protocol.completed("ok", 10, 2, 99, 456, None),
-             protocol.completed("info", 11, None, None, 457, "in flight at the end of the run"),
+             protocol.completed("unknown", 11, None, None, 457, "in flight at the end of the run"),
              protocol.polled(2, 500), protocol.processed(1, 7, "p0.1", 5, 600),
              protocol.processed(0, 8, None, None, 601), protocol.BATCH_DONE, protocol.END]
     parsed = [protocol.parse(line) for line in protocol.encode_lines(lines).split(b"\n") if line]
     assert parsed == [Hello(42), Invoked(10, 3, 123), Withdrawn(12, 1), Completed("ok", 10, 2, 99, 456, None),
-                      Completed("info", 11, None, None, 457, "in flight at the end of the run"),
+                      Completed("unknown", 11, None, None, 457, "in flight at the end of the run"),
                       Polled(2, 500), Processed(1, 7, "p0.1", 5, 600), Processed(0, 8, None, None, 601),
                       BatchDone(), End()]
 
@@ -164,22 +164,23 @@ def test_completions_become_sends_and_a_dead_process_leaves_info_never_fail() ->
     p.on_lines("p0", wire(protocol.completed("ok", 2, 0, 7, 22, None)))
     p.on_exit("p0", clean=False, how="killed")
     by_seq = {r["seq"]: r for r in sends.records}
-    assert [(s, by_seq[s]["status"]) for s in sorted(by_seq)] == [(0, "ok"), (1, "fail"), (2, "ok"), (3, "info")]
+    assert [(s, by_seq[s]["status"]) for s in sorted(by_seq)] == [(0, "ok"), (1, "fail"), (2, "ok"), (3, "unknown")]
     assert by_seq[3]["error"] == "producer process killed" and by_seq[3]["invoke_ns"] == 10
     assert by_seq[0] | {"complete_ns": 0} == {"producer": "p0", "seq": 0, "topic": "t", "key": "0", "partition": 1,
                                               "offset": 50, "status": "ok", "error": None, "invoke_ns": 10,
                                               "complete_ns": 0, "txn": None}
-    assert (p.counts.ok, p.counts.fail, p.counts.info) == (2, 1, 1)
+    assert (p.counts.ok, p.counts.fail, p.counts.unknown) == (2, 1, 1)
 
 
 def test_hand_formatted_sends_are_the_json_of_the_record() -> None:
     sends = ListWriter()
     p = ProducerClient("p0", "nowhere:9092", 't"\u00e9\\', {}, sends, RunClock())  # type: ignore[arg-type]
-    p.on_lines("p0.3", wire(protocol.invoked(7, 2, 5), protocol.completed("info", 7, 2, None, 9, 'a "quoted" \u00e9'),
+    p.on_lines("p0.3", wire(protocol.invoked(7, 2, 5),
+                            protocol.completed("unknown", 7, 2, None, 9, 'a "quoted" \u00e9'),
                             protocol.completed("ok", 8, 0, 12345678901, 10, None)))
     assert sends.records == [
         {"producer": "p0.3", "seq": 7, "topic": 't"\u00e9\\', "key": "7", "partition": 2, "offset": None,
-         "status": "info", "error": 'a "quoted" \u00e9', "invoke_ns": 5, "complete_ns": 9, "txn": None},
+         "status": "unknown", "error": 'a "quoted" \u00e9', "invoke_ns": 5, "complete_ns": 9, "txn": None},
         {"producer": "p0.3", "seq": 8, "topic": 't"\u00e9\\', "key": "8", "partition": 0, "offset": 12345678901,
          "status": "ok", "error": None, "invoke_ns": 5, "complete_ns": 10, "txn": None}]
 
@@ -193,8 +194,8 @@ def test_an_acknowledgement_takes_the_quick_path_to_the_very_bytes_of_its_record
     p = ProducerClient("p0.2", "nowhere:9092", 't"\u00e9', {}, sends, RunClock())  # type: ignore[arg-type]
     p.on_lines("p0.2", wire(protocol.invoked(99, 2, 5), protocol.completed("ok", 99, 5, 123, 9, None),
                             protocol.completed("ok", 100, 0, 0, 10, None), protocol.completed("ok", 7, 1, 1, 11, None),
-                            protocol.completed("info", 7, 1, None, 12, "x")))
-    assert (p.counts.ok, p.counts.fail, p.counts.info, len(p.pending)) == (2, 0, 0, 0)
+                            protocol.completed("unknown", 7, 1, None, 12, "x")))
+    assert (p.counts.ok, p.counts.fail, p.counts.unknown, len(p.pending)) == (2, 0, 0, 0)
     assert written == [json_line(p._record("p0.2", 99, "ok", 5, 5, 123, None, 9, None)),
                        json_line(p._record("p0.2", 100, "ok", 5, 0, 0, None, 10, None))]
 
@@ -209,10 +210,10 @@ def test_a_clean_stop_calls_what_is_left_in_flight_at_the_end() -> None:
     sends = ListWriter()
     p = producer_client(sends)
     p.on_lines("p0.1", wire(protocol.invoked(0, 3, 10), protocol.withdrawn(2, 1),
-                            protocol.completed("info", 0, None, None, 20, "_MSG_TIMED_OUT")))
+                            protocol.completed("unknown", 0, None, None, 20, "_MSG_TIMED_OUT")))
     p.on_exit("p0.1", clean=True, how="exited with code 0")
     assert [(r["producer"], r["seq"], r["status"], r["error"]) for r in sends.records] == [
-        ("p0.1", 0, "info", "_MSG_TIMED_OUT"), ("p0.1", 1, "info", "in flight at the end of the run")]
+        ("p0.1", 0, "unknown", "_MSG_TIMED_OUT"), ("p0.1", 1, "unknown", "in flight at the end of the run")]
 
 
 TXNS = {"size": 3, "abort_probability": 0.0, "timeout_ms": 60000, "commit_timeout_s": 10,
@@ -233,10 +234,10 @@ def test_transactions_give_each_send_its_txn_and_each_outcome_a_txns_line() -> N
     p.on_lines("p0", wire(protocol.completed("ok", 1, 1, 4, 9, None), protocol.completed("ok", 2, 2, 4, 9, None),
                           protocol.txn_outcome(0, "committed", 11, None),
                           protocol.txn_begun(1, 12), protocol.invoked(3, 2, 13), protocol.withdrawn(4, 1),
-                          protocol.completed("info", 3, None, None, 14, "_PURGE_QUEUE"),
+                          protocol.completed("unknown", 3, None, None, 14, "_PURGE_QUEUE"),
                           protocol.txn_requested(1, "abort", 15), protocol.txn_outcome(1, "aborted", 16, None)))
     assert [(r["seq"], r["status"], r["txn"]) for r in sends.records] == [(0, "ok", 0), (1, "ok", 0), (2, "ok", 0),
-                                                                         (3, "info", 1)]
+                                                                         (3, "unknown", 1)]
     assert txns.records == [
         {"producer": "p0", "txn": 0, "outcome": "committed", "intent": "commit", "error": None, "invoke_ns": 8,
          "complete_ns": 11, "begin_ns": 5},
@@ -256,7 +257,7 @@ def test_a_transaction_open_when_its_process_dies_is_unknown(requested: bool, in
                           *([protocol.txn_requested(1, "commit", 11)] if requested else [])))
     p.on_exit("p0", clean=False, how="killed")
     assert [(r["seq"], r["status"], r["txn"]) for r in sends.records] == [
-        (3, "ok", 1), (0, "info", 0), (1, "info", 0), (2, "info", 0), (4, "info", 1), (5, "info", 1)]
+        (3, "ok", 1), (0, "unknown", 0), (1, "unknown", 0), (2, "unknown", 0), (4, "unknown", 1), (5, "unknown", 1)]
     last = txns.records[-1]
     assert last | {"complete_ns": 0} == {"producer": "p0", "txn": 1, "outcome": "unknown", "intent": intent,
                                          "error": "producer process killed", "invoke_ns": 11 if requested else None,
@@ -767,7 +768,7 @@ def test_a_killed_producer_process_leaves_its_in_flight_seqs_as_info(tmp_path: P
         p.abort()
     sends.close()
     rows = [json.loads(line) for line in (tmp_path / "sends.jsonl").read_text().splitlines()]
-    assert len(rows) >= 1000 and {r["status"] for r in rows} == {"info"}
+    assert len(rows) >= 1000 and {r["status"] for r in rows} == {"unknown"}
     assert {r["error"] for r in rows} == {"producer process killed"}
     assert sorted(r["seq"] for r in rows) == list(range(len(rows)))  # every announced seq, once
     assert p.failures == []  # killed on purpose: not a harness failure

@@ -2,7 +2,7 @@
 
 A producer process announces seqs before it hands them to produce(), so at
 any moment the harness knows every message that may be on its way to the
-log. When the process dies, exactly these become ``info`` sends: an
+log. When the process dies, exactly these become ``unknown`` sends: an
 acknowledgement may have been lost with the process, so none is ``fail``.
 """
 

@@ -483,7 +483,7 @@ class PipelineClient(ProducerClient):
 
     def on_exit(self, name: str, clean: bool, how: str) -> None:
         """The input side forgets a batch cut short; the output side writes what the process never reported
-        as ``info`` and a transaction it left open as ``unknown`` (the coordinator aborts it when the next
+        as ``unknown``, and a transaction it left open as ``unknown`` too (the coordinator aborts it when the next
         process fences it, or when it times out)."""
         self.input.on_exit(name, clean, how)
         super().on_exit(name, clean, how)

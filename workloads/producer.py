@@ -5,9 +5,9 @@ VerifiableProducer:
 
 * ``ok``   -- acknowledged, with partition and offset (offset null with acks=0);
 * ``fail`` -- the client says the message was definitely not written;
-* ``info`` -- anything else: timeouts, lost connections, retries that ran out.
-  When in doubt, ``info``: a message that may have been written is never
-  called failed. Sends still in flight when the run ends are ``info`` too,
+* ``unknown`` -- anything else: timeouts, lost connections, retries that ran out.
+  When in doubt, ``unknown``: a message that may have been written is never
+  called failed. Sends still in flight when the run ends are ``unknown`` too,
   and so is everything in flight in a producer process that was killed.
 
 The process (``python -m workloads.producer SPEC``) announces each batch of
@@ -33,7 +33,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from catalogue.history import SEND_FIELDS
+from catalogue.history import SEND_FIELDS, SEND_STATUSES
 from catalogue.producer_settings import effective_producer
 from rundir.records import ordered, template
 from workloads.child import LineOut, child_main, say_hello
@@ -48,7 +48,7 @@ from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, Call, ErrorKind, OnCom
 # Delivery errors that no earlier, possibly persisted attempt can precede: the
 # message was refused as a whole. Anything else (timeouts, a topic or
 # partition that metadata briefly lost, not-leader after retries) may follow
-# an attempt that reached the log, so it is ``info``. A produce() call that
+# an attempt that reached the log, so it is ``unknown``. A produce() call that
 # raises never handed the message to the client at all: that is ``fail`` too.
 DEFINITELY_NOT_WRITTEN = frozenset({
     KafkaError.MSG_SIZE_TOO_LARGE,
@@ -60,13 +60,14 @@ DEFINITELY_NOT_WRITTEN = frozenset({
 })
 # Not among them: _PURGE_QUEUE (catalogue.history.PURGE_ERRORS). abort_transaction() purges retries too, queued
 # again after a request whose answer never came: an earlier attempt may be in the log (seen:
-# docs/findings/librdkafka-purged-sequence-reuse.md). A purged message's outcome is unknown (``info``).
+# docs/findings/librdkafka-purged-sequence-reuse.md). A purged message's outcome is ``unknown``.
 
 BATCH = 1000                    # seqs announced and produced per loop turn, at most
 DEFAULT_QUEUE_MAX = 100_000     # librdkafka's queue.buffering.max.messages
 DEFAULT_LINGER_MS = 5           # librdkafka's linger.ms (queue.buffering.max.ms)
 STOP_MARGIN_S = 15              # beyond flush_timeout_s, before a stopping producer is killed
 IN_FLIGHT_AT_END = "in flight at the end of the run"
+OK, FAIL, UNKNOWN = SEND_STATUSES  # a send's status: acknowledged | definitely not written | outcome unknown
 # the S line of an acknowledgement, nearly every delivery report: the key (the seq's digits), partition, offset,
 # complete_ns; no error
 ACKNOWLEDGED = line_template("S", {"status": b"ok", "error": b"-"},
@@ -90,10 +91,10 @@ def librdkafka_producer_identity(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def outcome(error: KafkaError | None) -> str:
-    """The send status a delivery report stands for: ok, fail or info."""
+    """The send status a delivery report stands for: ok, fail or unknown."""
     if error is None:
-        return "ok"
-    return "fail" if error.code() in DEFINITELY_NOT_WRITTEN else "info"
+        return OK
+    return FAIL if error.code() in DEFINITELY_NOT_WRITTEN else UNKNOWN
 
 
 # what librdkafka answers abort_transaction() with while a timed-out commit_transaction() is still its call in
@@ -146,9 +147,11 @@ def end_transaction(producer: Any, end: TxnEnd, commit_timeout_s: float, started
 
 @dataclass
 class SendCounts:
+    """Sends by status (catalogue.history.SEND_STATUSES: each a field here)."""
+
     ok: int = 0
     fail: int = 0
-    info: int = 0
+    unknown: int = 0
 
     def add(self, status: str, n: int = 1) -> None:
         setattr(self, status, getattr(self, status) + n)
@@ -533,12 +536,12 @@ class ProducerClient(ClientProcess):
         self.outcomes[line["outcome"]] = self.outcomes.get(line["outcome"], 0) + 1
 
     def on_exit(self, name: str, clean: bool, how: str) -> None:
-        """What the process never reported is ``info``: never ``fail``, an ack may have died with it.
+        """What the process never reported is ``unknown``: never ``fail``, an ack may have died with it.
         Likewise a transaction it never reported the outcome of is ``unknown``."""
         error = IN_FLIGHT_AT_END if clean else f"producer process {how}"
         now = self.clock.now_ns()
         book = self.book
-        self.sends.write_many([self._record(name, seq, "info", invoke_ns, None, None, error, now,
+        self.sends.write_many([self._record(name, seq, UNKNOWN, invoke_ns, None, None, error, now,
                                             None if book is None else book.release(seq))
                                for seq, invoke_ns in self.pending.drain()])
         if book is not None and (line := book.abandon(name, now, error)) is not None:

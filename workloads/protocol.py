@@ -57,7 +57,7 @@ import json
 import re
 from typing import Any, NamedTuple, Union
 
-from catalogue.history import LINE_FIELDS
+from catalogue.history import LINE_FIELDS, SEND_STATUSES
 
 NULL = "-"
 STOP = b"stop\n"
@@ -79,7 +79,7 @@ class Withdrawn(NamedTuple):
 
 
 class Completed(NamedTuple):
-    status: str            # ok | fail | info, as in sends.jsonl
+    status: str            # ok | fail | unknown, as in sends.jsonl
     seq: int
     partition: int | None
     offset: int | None
@@ -220,7 +220,7 @@ def encode_lines(lines: list[str]) -> bytes:
 # ------------------------------------------------------------------ harness side
 
 
-STATUSES = (b"ok", b"fail", b"info")
+STATUSES = tuple(s.encode() for s in SEND_STATUSES)
 INTENTS = ("commit", "abort")
 OUTCOMES = ("committed", "aborted", "unknown")
 

@@ -29,7 +29,7 @@ class Workload:
             client.wait_started()
 
     def stop_producers(self) -> None:
-        """Stop producing: each flushes, what is still in flight becomes ``info``."""
+        """Stop producing: each flushes, what is still in flight becomes ``unknown``."""
         stop_all(self.producers)
 
     def stop_consumers(self) -> None:
@@ -56,7 +56,7 @@ class Workload:
         """What the harness has recorded so far (the progress line)."""
         sent = [p.counts for p in self.producers]
         return {"acked": sum(c.ok for c in sent), "failed": sum(c.fail for c in sent),
-                "unknown": sum(c.info for c in sent), "reads": sum(c.count for c in self.consumers)}
+                "unknown": sum(c.unknown for c in sent), "reads": sum(c.count for c in self.consumers)}
 
 
 def stop_all(clients: Sequence[ClientProcess]) -> None:

@@ -32,7 +32,7 @@ ROW_PX = (230, 320, 150)  # rates, latency, lost/duplicated; the strips take 24 
 RELEASE_TITLE = ("Kafka release per node (hatched: stopped by the roll; ◆ serving again; dashed: a version setting "
                  "raised)")
 GAP_PX, TOP_PX, BOTTOM_PX, LEGEND_GAP_PX = 58, 120, 150, 55
-LATENCY_COLOURS = {"ok": "#1e88e5", "info": "#fb8c00", "fail": "#e53935"}
+LATENCY_COLOURS = {"ok": "#1e88e5", "unknown": "#fb8c00", "fail": "#e53935"}
 FAULT_COLOURS = {k.name: k.colour for k in FAULT_KINDS.values()}
 
 
@@ -104,7 +104,7 @@ def timeline_figure(scan: Scan, replication_factor: int | None = None) -> go.Fig
     plot_px = sum(rows_px) + GAP_PX * (len(rows_px) - 1)
     rates = [(name, _binned(series.v, bins, width), colour) for name, series, colour in (
         ("acknowledged", scan.acked, "#2e7d32"), ("failed", scan.failed, "#c62828"),
-        ("unknown (info)", scan.unknown, "#ef6c00"), ("reads (live)", scan.reads_live, "#1565c0"),
+        ("unknown", scan.unknown, "#ef6c00"), ("reads (live)", scan.reads_live, "#1565c0"),
         ("reads (final)", scan.reads_final, "#9e9e9e")) if any(series.v)]
     shown = [ys for name, ys, _ in rates if name != "reads (final)"]  # the final read-back starts hidden
     ceiling = rate_ceiling(shown)
@@ -187,7 +187,7 @@ def _nth(k: int) -> str:
 
 
 def _status(status: str) -> str:
-    return {"ok": "acknowledged", "info": "unknown (info)", "fail": "failed"}[status]
+    return {"ok": "acknowledged", "unknown": "unknown", "fail": "failed"}[status]
 
 
 def _anomaly_bars(fig: go.Figure, scan: Scan, x: list[float], bins: int, width: int) -> None:

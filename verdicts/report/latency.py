@@ -20,11 +20,14 @@ import zlib
 from array import array
 from typing import Any
 
+from catalogue.history import SEND_STATUSES
+
 MAX_ACKED = 1_000_000  # acknowledged sends drawn before thinning: what scattergl keeps interactive
 MAX_OTHER = 250_000  # failed and unknown sends each (there are rarely more than a few thousand)
 X_UNIT_NS = 100_000  # invoke times in 0.1 ms
 Y_SCALE = 2000  # latency as round(ln(1 + µs) * Y_SCALE)
-STATUSES = ("ok", "info", "fail")
+OK, FAIL, UNKNOWN = SEND_STATUSES
+STATUSES = (OK, UNKNOWN, FAIL)  # one series each, drawn in this order
 
 
 class Points:
@@ -50,7 +53,7 @@ class Points:
 
 def new_points() -> dict[str, Points]:
     """One thinned series per send status."""
-    return {status: Points(MAX_ACKED if status == "ok" else MAX_OTHER) for status in STATUSES}
+    return {status: Points(MAX_ACKED if status == OK else MAX_OTHER) for status in STATUSES}
 
 
 def _varints(values: Any, out: bytearray) -> None:

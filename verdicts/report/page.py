@@ -120,7 +120,7 @@ def _facts(results: dict[str, Any], scan: Scan, scenario: dict[str, Any] | None)
     planned = ((scenario or {}).get("workload") or {}).get("duration_s")
     facts = [(key, f"{c[key]:,}" if isinstance(c.get(key), int) else "—", what + _share(key, c))
              for key, what in (("sent", "sends"), ("acked", "acknowledged"), ("failed", "failed"),
-                               ("indeterminate", "unknown outcome (info)"), ("reads_live", "reads, live"),
+                               ("unknown", "unknown outcome"), ("reads_live", "reads, live"),
                                ("reads_final", "reads, final read-back"))]
     return facts + [
         ("duration", f"{scan.end_ns / NS:.1f} s", "history span" + (f" (workload {planned} s)" if planned else "")),

@@ -23,7 +23,7 @@ from rundir.broker_events import read_broker_events
 from rundir.documents import FaultWindows
 from rundir.layout import RunDir
 from rundir.lines import iter_jsonl
-from verdicts.report.latency import Points, new_points
+from verdicts.report.latency import UNKNOWN, Points, new_points
 
 NS = 1_000_000_000
 MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
@@ -274,7 +274,7 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
             failed.add(sec)
         else:
             unknown.add(sec)
-        points = latency.get(status) or latency["info"]
+        points = latency.get(status) or latency[UNKNOWN]  # any other status is unknown (an old history's info)
         points.add(invoke, complete - invoke if isinstance(complete, int) else -1)
         p = producers.get(producer)
         table = tables[p] if p is not None else None

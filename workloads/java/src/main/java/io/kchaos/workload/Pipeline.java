@@ -295,7 +295,7 @@ public final class Pipeline {
         @Override
         public void onCompletion(RecordMetadata metadata, Exception e) {
             Integer partition = metadata != null && metadata.partition() >= 0 ? metadata.partition() : null;
-            String status = e == null ? "ok" : Producer.definitelyNotWritten(e) ? "fail" : "info";
+            String status = e == null ? "ok" : Producer.definitelyNotWritten(e) ? "fail" : "unknown";
             Long offset = e == null && metadata.hasOffset() ? metadata.offset() : null;
             out.add(Lines.completed(status, seq, partition, offset, child.nowNs(),
                     e == null ? null : Producer.errorName(e)));

@@ -27,7 +27,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>{@code fail} only when the record was definitely not written: send() refused it before it entered the
  * client (it threw, or called back at once on this thread: no metadata within max.block.ms, no buffer memory,
  * too large), or the broker refused it as a whole (too large, invalid, not authorized), or an abort took it out of
- * the client before any broker saw it. Anything else may follow an attempt that reached the log: {@code info}.
+ * the client before any broker saw it. Anything else may follow an attempt that reached the log: {@code unknown}.
  */
 public class Producer {
     static final int BATCH = 1000;                 // seqs announced and sent per loop turn, at most
@@ -165,7 +165,7 @@ public class Producer {
         return Child.isFatal(e) || (e instanceof KafkaException && !(e instanceof InterruptException));
     }
 
-    /** Wait up to flush_timeout_s for outstanding callbacks; the harness calls the rest in flight ({@code info}). */
+    /** Wait up to flush_timeout_s for outstanding callbacks; the harness calls the rest in flight ({@code unknown}). */
     void drain() {
         Thread flusher = new Thread(producer::flush, "kchaos-flush");   // lingering batches go out now
         flusher.setDaemon(true);
@@ -208,7 +208,7 @@ public class Producer {
         public void onCompletion(RecordMetadata metadata, Exception e) {
             // called back on the sending thread from inside send(): refused before it entered the client
             boolean refusedAtOnce = Thread.currentThread() == sendingThread && sendingSeq == seq;
-            String status = e == null ? "ok" : refusedAtOnce || definitelyNotWritten(e) ? "fail" : "info";
+            String status = e == null ? "ok" : refusedAtOnce || definitelyNotWritten(e) ? "fail" : "unknown";
             Integer partition = metadata != null && metadata.partition() >= 0 ? metadata.partition() : null;
             Long offset = e == null && offsetsKnown && metadata != null && metadata.hasOffset()
                     ? metadata.offset() : null;
