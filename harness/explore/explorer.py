@@ -89,7 +89,7 @@ class Exploration:
 
     def run(self, trial: Trial, purpose: str, finding: int | None = None) -> TrialRecord:
         """Run ``trial`` once as an ordinary run and record what it showed."""
-        name = f"t{len(self.trials) + 1:03d}"
+        name = f"t{sum(t.outcome != 'refused' for t in self.trials) + 1:03d}"
         scenario_name = f"{self.ex.space.name}-{name}"
         path = self.out / "trials" / f"{name}.yaml"
         raw = self.ex.scenario(trial, scenario_name)
@@ -123,7 +123,7 @@ class Exploration:
                 record.report = f"{record.run_dir}/{REPORT}"
 
     def refused(self, trial: Trial, reason: str) -> None:
-        self.trials.append(TrialRecord(f"r{len(self.trials) + 1:03d}", "explore", dict(trial.settings),
+        self.trials.append(TrialRecord(f"r{sum(t.outcome == 'refused' for t in self.trials) + 1:03d}", "explore", dict(trial.settings),
                                        [dict(f) for f in trial.faults], trial.seed, [], "", 0.0,
                                        outcome="refused", reason=reason))
 
