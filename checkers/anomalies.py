@@ -229,10 +229,11 @@ def validity(counts: dict[str, int], promises: Promises) -> bool:
 def results_document(checker: str, counts: dict[str, int], promises: Promises, cut_short: bool,
                      incomplete: list[tuple[str, int]], examples: dict[str, list[Any]],
                      notes: list[str], ranges: list[dict[str, Any]], breakdown: dict[str, Any],
-                     unread_committed: list[tuple[str, int]] = ()) -> dict[str, Any]:
+                     series: dict[str, Any], unread_committed: list[tuple[str, int]] = ()) -> dict[str, Any]:
     """The results.json shape, one place for every engine so they cannot drift apart (``ranges``:
-    ``anomaly_ranges``; ``breakdown``: checkers/breakdown.py; ``unread_committed``: the partitions of
-    transactional sends the read_committed read-back left no final-read event for, incomplete too)."""
+    ``anomaly_ranges``; ``breakdown``: checkers/breakdown.py; ``series``: checkers/series.py;
+    ``unread_committed``: the partitions of transactional sends the read_committed read-back left no final-read
+    event for, incomplete too)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "checker": checker,
@@ -247,5 +248,6 @@ def results_document(checker: str, counts: dict[str, int], promises: Promises, c
         "examples": examples,
         "anomaly_ranges": ranges,
         "breakdown": breakdown,
+        "series": series,
         "notes": notes,
     }

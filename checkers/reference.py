@@ -49,6 +49,7 @@ from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
 from checkers.breakdown import FaultClock, breakdown_document, fault_rows, partition_rows, ranged_counts
+from checkers.series import second_of, series_document
 from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 
@@ -454,7 +455,8 @@ def _check(history: History, promises: Promises) -> dict[str, Any]:
     ranges = anomaly_ranges(entries)
     return results_document("python", counts, promises, history.cut_short, incomplete,
                             examples(history, judge, found), notes, ranges,
-                            breakdown(history, judge, found, entries, ranges), unread_committed(judge))
+                            breakdown(history, judge, found, entries, ranges), series(judge, entries),
+                            unread_committed(judge))
 
 
 def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
@@ -588,6 +590,15 @@ def breakdown(history: History, judge: Judge, found: Findings, entries: list[Ran
             lost_divergent += 1
     return breakdown_document(rows, fault_rows(windows, ((a, f, n) for (a, f), n in charged.items())),
                               lost_divergent)
+
+
+def series(judge: Judge, entries: list[RangeEntry]) -> dict[str, Any]:
+    """results.json's ``series``: the winning acks and the range entries per second and partition."""
+    acked = Counter((s.topic, s.partition, second_of(s.complete_ns)) for s in judge.sends.values()
+                    if s.status == OK and s.complete_ns is not None)
+    ranged = Counter((e.anomaly, e.topic, e.partition, second_of(e.ns)) for e in entries if e.ns is not None)
+    return series_document([*(("acked", t, p, sec, n) for (t, p, sec), n in acked.items()),
+                            *((a, t, p, sec, n) for (a, t, p, sec), n in ranged.items())])
 
 
 # --- examples ---------------------------------------------------------------------------------------

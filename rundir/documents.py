@@ -21,8 +21,9 @@ import yaml
 from rundir.layout import EVENTS, KAFKA_TRANSACTIONS, RESULTS, SCENARIO, TXNS, RunDir
 from rundir.lines import READ_COMMITTED, HistoryError, field_of, parse_event, read_history_file
 
-# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code).
-SCHEMA_VERSION = 2
+# results.json's layout; 2 added the run record (versions, times, faults, expectations, exit code); 3 the
+# per-second ``series``, the send status ``unknown`` (was info) and no ``indeterminate`` count (``unknown`` is it).
+SCHEMA_VERSION = 3
 
 Part = tuple[str, int]  # (topic, partition)
 

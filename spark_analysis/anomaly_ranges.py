@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkers.anomalies import RANGE_ANOMALIES, RANGE_GAP_NS, ordered_ranges, range_record
+from checkers.series import second_sql
 
 from spark_analysis.encode import Encoded, literal_table
 from spark_analysis.judge import POSITION_KEY, broadcast_if_few
@@ -30,9 +31,11 @@ NO_SEND = -1  # the send key of an entry no send line places in time (line keys 
 
 def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFrame", enc: Encoded,
                    counts: dict[str, int], windows: list[dict[str, Any]] | None = None
-                   ) -> tuple[list[dict[str, Any]], list[tuple[str, int | None, int]]]:
-    """results.json's ``anomaly_ranges``, and the entries charged to the fault ``windows`` (checkers/breakdown.py:
-    (anomaly, 0-based fault index or None, how many)); none when nothing is lost, duplicated or divergent.
+                   ) -> tuple[list[dict[str, Any]], list[tuple[str, int | None, int]],
+                              list[tuple[str, str, Any, int, int]]]:
+    """results.json's ``anomaly_ranges``, the entries charged to the fault ``windows`` (checkers/breakdown.py:
+    (anomaly, 0-based fault index or None, how many)) and the entries per second (checkers/series.py's rows);
+    none when nothing is lost, duplicated or divergent.
 
     ``messages`` and ``positions`` are the judge's cached findings, ``acks``
     every winning ack (``judge.acked``), ``counts`` the results' counts: they
@@ -44,12 +47,21 @@ def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFra
 
     rows = entry_rows(messages, positions, acks, enc.reads, counts)
     if rows is None:
-        return [], []
+        return [], [], []
     table = entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return collected_ranges(table, enc.names.topics), fault_charges(table, windows or [])
+        return (collected_ranges(table, enc.names.topics), fault_charges(table, windows or []),
+                per_second(table, enc.names.topics))
     finally:
         table.unpersist()
+
+
+def per_second(table: "DataFrame", topics: list[str]) -> list[tuple[str, str, Any, int, int]]:
+    """The ``entries`` with a time, counted per (anomaly, partition, second): checkers/series.py's rows."""
+    counted = (table.filter("ns IS NOT NULL").selectExpr("anomaly", "tid", "`partition`", f"{second_sql('ns')} AS s")
+               .groupBy("anomaly", "tid", "partition", "s").count())
+    return [(RANGE_ANOMALIES[r["anomaly"]], topics[r["tid"]], r["partition"], int(r["s"]), int(r["count"]))
+            for r in counted.collect()]
 
 
 def fault_sql(windows: list[dict[str, Any]], t: str) -> str:

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from checkers.breakdown import breakdown_document, fault_rows, partition_rows, ranged_counts
+from checkers.series import second_sql
 
 from spark_analysis.encode import OK, Names
 from spark_analysis.judge import POSITION_KEY
@@ -24,39 +25,54 @@ if TYPE_CHECKING:
 Part = tuple[str, "int | None"]
 
 
-def partition_tallies(sends: "DataFrame", reads: "DataFrame", repeats: bool) -> dict[tuple[int, Any], Counter[str]]:
-    """(tid, partition) -> acked, reads_live, reads_final, for every partition a send or read line names.
+def partition_tallies(sends: "DataFrame", reads: "DataFrame", repeats: bool
+                      ) -> tuple[dict[tuple[int, Any], Counter[str]], list[tuple[int, Any, int, int]]]:
+    """(tid, partition) -> acked, reads_live, reads_final, for every partition a send or read line names; and
+    the acked per second, (tid, partition, second, n) (results.json's ``series``), from the same job.
 
     ``acked`` counts the winning ok sends: without repeated send lines every
     ok line; with them, each message's last ok line (the reference's
-    winning_sends).
+    winning_sends), at its ``complete_ns``.
     """
     from pyspark.sql import functions as F
 
+    second = f"CASE WHEN status = {OK} AND complete_ns IS NOT NULL THEN {second_sql('complete_ns')} END AS second"
     acked = "0L AS acked" if repeats else f"CAST(status = {OK} AS BIGINT) AS acked"
-    named = sends.selectExpr("tid", "`partition`", acked, "0L AS reads_live", "0L AS reads_final")
+    named = sends.selectExpr("tid", "`partition`", acked, "0L AS reads_live", "0L AS reads_final",
+                             "CAST(NULL AS BIGINT) AS second" if repeats else second)
     if repeats:
         named = named.unionByName(
             sends.filter(f"status = {OK}").groupBy("pid", "seq")
-            .agg(F.expr("max_by(tid, _key) AS tid"), F.expr("max_by(`partition`, _key) AS `partition`"))
-            .selectExpr("tid", "`partition`", "1L AS acked", "0L AS reads_live", "0L AS reads_final"))
+            .agg(F.expr("max_by(tid, _key) AS tid"), F.expr("max_by(`partition`, _key) AS `partition`"),
+                 F.expr("max_by(complete_ns, _key) AS complete_ns"))
+            .selectExpr("tid", "`partition`", "1L AS acked", "0L AS reads_live", "0L AS reads_final",
+                        f"{second_sql('complete_ns')} AS second"))
     read = reads.selectExpr("tid", "`partition`", "0L AS acked", "CAST(NOT final AS BIGINT) AS reads_live",
-                            "CAST(final AS BIGINT) AS reads_final")
-    grouped = named.unionByName(read).groupBy("tid", "partition").agg(
+                            "CAST(final AS BIGINT) AS reads_final", "CAST(NULL AS BIGINT) AS second")
+    grouped = named.unionByName(read).groupBy("tid", "partition", "second").agg(
         *[F.sum(c).alias(c) for c in ("acked", "reads_live", "reads_final")])
-    return {(r["tid"], r["partition"]): Counter({c: int(r[c]) for c in ("acked", "reads_live", "reads_final")})
-            for r in grouped.collect()}
+    totals: dict[tuple[int, Any], Counter[str]] = {}
+    per_second = []
+    for r in grouped.collect():
+        totals.setdefault((r["tid"], r["partition"]), Counter()).update(
+            {c: int(r[c]) for c in ("acked", "reads_live", "reads_final")})
+        if r["second"] is not None and r["acked"]:
+            per_second.append((r["tid"], r["partition"], int(r["second"]), int(r["acked"])))
+    return totals, per_second
 
 
 def spark_breakdown(sends: "DataFrame", reads: "DataFrame", repeats: bool, messages: "DataFrame",
                     positions: "DataFrame", names: Names, counts: dict[str, int], event_parts: set[Part],
                     ranges: list[dict[str, Any]], windows: list[dict[str, Any]],
-                    charged: list[tuple[str, int | None, int]]) -> dict[str, Any]:
-    """The ``breakdown`` block: ``sends`` and ``reads`` the encoded lines, ``messages`` and ``positions`` the
-    cached findings, ``event_parts`` the partitions of the final-read events, ``ranges`` and ``charged`` what
-    anomaly_ranges found."""
+                    charged: list[tuple[str, int | None, int]]
+                    ) -> tuple[dict[str, Any], list[tuple[str, str, Any, int, int]]]:
+    """The ``breakdown`` block, and the acked per second as ``series_document`` rows: ``sends`` and ``reads``
+    the encoded lines, ``messages`` and ``positions`` the cached findings, ``event_parts`` the partitions of the
+    final-read events, ``ranges`` and ``charged`` what anomaly_ranges found."""
     topics = names.topics
-    tallies = {(topics[t], p): c for (t, p), c in partition_tallies(sends, reads, repeats).items()}
+    totals, per_second = partition_tallies(sends, reads, repeats)
+    tallies = {(topics[t], p): c for (t, p), c in totals.items()}
+    acked = [("acked", topics[t], p, second, n) for t, p, second, n in per_second]
     unverifiable: dict[Part, Counter[str]] = {}
     if counts["lost_unverifiable"]:
         for r in messages.filter("lost_unverifiable").groupBy("tid", "partition").count().collect():
@@ -67,4 +83,4 @@ def spark_breakdown(sends: "DataFrame", reads: "DataFrame", repeats: bool, messa
                           .join(positions.filter("divergent").select(*POSITION_KEY), list(POSITION_KEY), "left_semi")
                           .count())
     rows = partition_rows(set(tallies) | event_parts, tallies, unverifiable, ranged_counts(ranges))
-    return breakdown_document(rows, fault_rows(windows, charged), lost_divergent)
+    return breakdown_document(rows, fault_rows(windows, charged), lost_divergent), acked

@@ -46,6 +46,7 @@ from catalogue.anomalies import ANOMALIES, COUNTS
 from checkers.anomalies import (Promises, judgement_notes, promises_from_scenario, repeated_sends_note,
                                 results_document, transaction_notes)
 from checkers.reference import hanging_partitions
+from checkers.series import series_document
 from rundir.documents import fault_windows, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 from rundir.lines import HistoryError
@@ -268,11 +269,12 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             examples = {a: [] for a in ANOMALIES}
 
         windows = fault_windows(history.events)
-        ranges, charged = anomaly_ranges(messages, positions, acks, enc, counts, windows)
-        breakdown = spark_breakdown(enc.sends, enc.reads, bool(repeats), messages, positions, names, counts,
-                                    set(history.complete) | set(history.complete_committed), ranges, windows, charged)
+        ranges, charged, ranged_seconds = anomaly_ranges(messages, positions, acks, enc, counts, windows)
+        breakdown, acked_seconds = spark_breakdown(enc.sends, enc.reads, bool(repeats), messages, positions, names,
+                                                   counts, set(history.complete) | set(history.complete_committed),
+                                                   ranges, windows, charged)
         return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes, ranges,
-                                breakdown, unread_committed)
+                                breakdown, series_document([*acked_seconds, *ranged_seconds]), unread_committed)
     finally:
         for df in cached:
             df.unpersist()

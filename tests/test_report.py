@@ -33,7 +33,7 @@ from verdicts.expect import assess
 from verdicts.matrix import write_matrix
 from harness.nightly import Variant, nightly, nightly_scenarios
 from verdicts.junit import Outcome, junit_xml
-from verdicts.report import NS, scan_history, write_report
+from verdicts.report import NS, scan_history, use_series, write_report
 from harness.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
@@ -335,6 +335,8 @@ def test_the_streaming_pass_draws_and_the_checker_counts(lossy_run: Path) -> Non
     assert results["counts"]["lost"] > 10 and results["counts"]["duplicated"] == 2
     scan = scan_history(RunDir(lossy_run))
     assert scan.totals == {}  # the legend's counts are the checker's, filled in by the page
+    assert not any(scan.lost.v) and not any(scan.acked.v)  # the pass draws no ack or anomaly of its own...
+    use_series(scan, results)  # ...they are the checker's, per second (results.json series)
     # every lost message is drawn at the second it was acknowledged (10 s), duplicates at theirs
     assert [s for s, n in enumerate(scan.lost.v) if n] == [10]
     assert sum(scan.lost.v) == results["counts"]["lost"]
@@ -343,6 +345,9 @@ def test_the_streaming_pass_draws_and_the_checker_counts(lossy_run: Path) -> Non
     assert sum(scan.unknown.v) == 1
     by_label = {p.label: p for p in scan.partitions}
     assert by_label["p0"].leader_changes == 1 and by_label["p0"].min_isr == 2
+    old = scan_history(RunDir(lossy_run))
+    use_series(old, {k: v for k, v in results.items() if k != "series"})  # results.json checked before series
+    assert not any(old.lost.v) and any("no per-second series" in n for n in old.notes)
     assert not hasattr(by_label["p0"], "lost") and not hasattr(scan, "per_fault")  # nothing counted twice
     assert [(w["fault"], w["start_ns"], w["end_ns"]) for w in scan.faults] == [("kill", FAULT_START, FAULT_END)]
     # the checker's counts per partition and per fault: the new leader reused the lost offsets, so every lost

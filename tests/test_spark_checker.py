@@ -936,6 +936,14 @@ def test_the_fault_sql_is_the_fault_clock(spark: Any) -> None:
     assert spark.sql(f"SELECT {fault_sql([], 'CAST(1 AS BIGINT)')} AS f").collect()[0]["f"] is None
 
 
+def test_second_sql_is_second_of(spark: Any) -> None:
+    from checkers.series import SECOND_NS, second_of, second_sql
+
+    times = [0, 1, SECOND_NS - 1, SECOND_NS, -1, -SECOND_NS, -SECOND_NS - 1, 2 ** 63 - 1, -2 ** 63, 1234567890123]
+    got = spark.createDataFrame([(t,) for t in times], "t bigint").selectExpr("t", f"{second_sql('t')} AS s").collect()
+    assert {r["t"]: r["s"] for r in got} == {t: second_of(t) for t in times}
+
+
 def test_spark_reads_a_missing_intent_as_unknown_and_a_missing_committed_read_back_as_incomplete(
         spark: Any, both_formats: str, tmp_path: Path) -> None:
     """The two truth leftovers on Spark itself (beside agreeing with the reference)."""

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from harness.cli import main
+from rundir.documents import SCHEMA_VERSION
 from rundir.versions import kchaos_version
 from verdicts.matrix import find_runs
 from verdicts.junit import Outcome, junit_xml
@@ -96,7 +97,7 @@ def test_a_complete_run_meets_its_expectation_and_says_what_ran(tmp_path: Path,
     results = json.loads(path.read_text())
     assert {k: results[k] for k in ("schema_version", "kchaos_version", "kafka_version", "librdkafka_version",
                                     "scenario", "run_id", "started_at", "ended_at", "exit_code")} == {
-        "schema_version": 2, "kchaos_version": kchaos_version(), "kafka_version": "3.9.2",
+        "schema_version": SCHEMA_VERSION, "kchaos_version": kchaos_version(), "kafka_version": "3.9.2",
         "librdkafka_version": "2.16.0", "scenario": "s", "run_id": f"s/{RUN_STAMP}",
         "started_at": "2026-01-01T00:00:00+00:00", "ended_at": "2026-01-01T00:00:02.500000+00:00", "exit_code": 0}
     assert results["expectations"] == {"outcome": "met", "unmet": [], "not_judged": []}

@@ -13,8 +13,8 @@ import from here, never from the submodules.
 
 from verdicts.report.headline import TARGET_WORDS, percent
 from verdicts.report.page import report_cmd, templates, write_report
-from verdicts.report.scan import NS, scan_history
+from verdicts.report.scan import NS, scan_history, use_series
 from verdicts.report.settings import allowance, durability_config, planned_faults, promises
 
-__all__ = ["NS", "TARGET_WORDS", "allowance", "durability_config", "percent", "planned_faults", "promises", "report_cmd", "scan_history",
-           "templates", "write_report"]
+__all__ = ["NS", "TARGET_WORDS", "allowance", "durability_config", "percent", "planned_faults", "promises",
+           "report_cmd", "scan_history", "templates", "use_series", "write_report"]

@@ -29,7 +29,7 @@ from verdicts.report.figure import plotly_script, timeline_html
 from verdicts.report.headline import headline, percent, shares
 from verdicts.report.latency import MAX_ACKED, MAX_OTHER, encode
 from verdicts.report.logs import excerpts
-from verdicts.report.scan import NS, Scan, scan_history
+from verdicts.report.scan import NS, Scan, scan_history, use_series
 from verdicts.report.settings import client_rows, durability_config, durability_settings, planned_faults, promises
 from verdicts.report.versions import version_note
 from verdicts.report.windows import add_recovery, fault_label
@@ -74,6 +74,7 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
     except Exception as e:  # noqa: BLE001 - a report without a timeline beats a run that ends in a traceback
         log.exception("reading the history for the report failed")
         scan = Scan(notes=[f"the report could not read the history ({type(e).__name__}: {e}): no timeline"])
+    use_series(scan, results)
     counts = results.get("counts") or {}
     notes = list(scan.notes) + [n for n in (version_note(scan),) if n]
     scan.totals = {name: counts[name] for name in ("lost", "duplicated", "divergent") if isinstance(counts.get(name), int)}

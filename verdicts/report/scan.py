@@ -1,24 +1,23 @@
 """The report's one streaming pass over the history: what the report draws, never a count it shows.
 
 A history may hold ten million messages, so each file is read once, line by
-line, and reduced to per-second series, every send's latency (thinned past a
-million points, ``latency``), leadership per partition and the fault windows.
-The timeline's lost and duplicated bars are placed with compact arrays
-indexed by seq (per producer), never one dict per message; they are drawing
-data only. Every count the report shows as a number, per partition and per
-fault too, comes from results.json (docs/architecture.md, "Verdicts": the report never counts
-anomalies itself).
+line, and reduced to per-second series of sends by status and of reads, every
+send's latency (thinned past a million points, ``latency``), leadership per
+partition and the fault windows. What was acknowledged, lost and duplicated
+per second is the checker's (results.json ``series``, ``use_series``), as is
+every count the report shows, per partition and per fault too
+(docs/architecture.md, "Verdicts": the report never counts anomalies itself).
 """
 
 from __future__ import annotations
 
 import time
-from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.series import totals_per_second
 from rundir.broker_events import read_broker_events
 from rundir.documents import FaultWindows
 from rundir.layout import RunDir
@@ -26,7 +25,8 @@ from rundir.lines import iter_jsonl
 from verdicts.report.latency import UNKNOWN, Points, new_points
 
 NS = 1_000_000_000
-MAX_DENSE = 1 << 27  # seqs and offsets above this go to a dict instead of a dense array
+NO_SERIES = ("results.json has no per-second series (it was checked before they were added): the timeline draws "
+             "no acknowledged, lost or duplicated messages; `kchaos check RUN` adds them")
 
 
 class Grow:
@@ -42,24 +42,6 @@ class Grow:
         if i >= len(v):
             v.extend([0] * (i + 1 - len(v)))
         v[i] += n
-
-
-class MessageTable:
-    """Per producer, by seq: where a message sits in the final read, in 13 bytes a message."""
-
-    __slots__ = ("part", "offset", "dup", "extra")
-
-    def __init__(self) -> None:
-        self.part = array("i")  # partition index + 1 of its first final-read position; 0: not in the final read
-        self.offset = array("q")  # offset of that position
-        self.dup = bytearray()  # 1: seen at a second distinct position in the final read; 2: already placed
-        self.extra: dict[int, list[int]] = {}  # seqs beyond MAX_DENSE: [part, offset, dup]
-
-    def grow(self, seq: int) -> None:
-        n = max(seq + 1, len(self.part) * 3 // 2) - len(self.part)
-        self.part.extend(array("i", bytes(4 * n)))
-        self.offset.extend(array("q", bytes(8 * n)))
-        self.dup.extend(bytes(n))
 
 
 @dataclass
@@ -135,10 +117,8 @@ def scan_history(run: RunDir, wanted: set[tuple[str, int, int]] | None = None) -
     _scan_events(run, scan, part_of)
     if run.broker_events.is_file():
         scan.broker_events = read_broker_events(run.history, scan.notes)
-    producers: dict[str, int] = {}
-    tables: list[MessageTable] = []
-    _scan_reads(run, scan, part_of, producers, tables)
-    _scan_sends(run, scan, part_of, producers, tables)
+    _scan_reads(run, scan, part_of)
+    _scan_sends(run, scan, part_of)
     if len({p.label.rsplit("-", 1)[0] for p in scan.partitions}) == 1:
         for p in scan.partitions:
             p.label = "p" + p.label.rsplit("-", 1)[1]
@@ -196,16 +176,15 @@ def _scan_events(run: RunDir, scan: Scan, part_of: PartOf) -> None:
     scan.faults = windows.ordered()
 
 
-def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable]
-                ) -> None:
+def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf) -> None:
     live_s, final_s = scan.reads_live, scan.reads_final
     end = scan.end_ns
     at_offsets = scan.at_offsets
     first_final = scan.final_read
     for r in _history_lines(run, run.reads, scan.notes):
         try:
-            part = part_of(r["topic"], r["partition"])
-            offset, producer, seq, t = r["offset"], r.get("producer"), r.get("seq"), r.get("time_ns") or 0
+            part_of(r["topic"], r["partition"])
+            offset, t = r["offset"], r.get("time_ns") or 0
             final = r.get("phase") == "final"
         except (KeyError, TypeError):
             continue
@@ -224,41 +203,19 @@ def _scan_reads(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
                 first_final[1:2] = [t]
         else:
             live_s.add(sec)
-        if not final or producer is None or type(seq) is not int:
-            continue
-        p = producers.get(producer)
-        if p is None:
-            p = producers[producer] = len(producers)
-            tables.append(MessageTable())
-        table = tables[p]
-        if 0 <= seq < MAX_DENSE:
-            if seq >= len(table.part):
-                table.grow(seq)
-            where = table.part[seq]
-            if where == 0:
-                table.part[seq] = part + 1
-                table.offset[seq] = offset
-            elif (where != part + 1 or table.offset[seq] != offset) and not table.dup[seq]:
-                table.dup[seq] = 1
-        else:
-            entry = table.extra.setdefault(seq, [part + 1, offset, 0])
-            if (entry[0] != part + 1 or entry[1] != offset) and not entry[2]:
-                entry[2] = 1
     scan.end_ns = end
 
 
-def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, int], tables: list[MessageTable]
-                ) -> None:
-    acked, failed, unknown = scan.acked, scan.failed, scan.unknown
-    lost_s, dup_s, latency = scan.lost, scan.duplicated, scan.latency
-    parts = scan.partitions
+def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf) -> None:
+    failed, unknown, latency = scan.failed, scan.unknown, scan.latency
     end = scan.end_ns
     n = first = 0
     for s in _history_lines(run, run.sends, scan.notes):
         try:
-            producer, seq, status, partition = s["producer"], s["seq"], s["status"], s.get("partition")
+            status, partition = s["status"], s.get("partition")
             invoke, complete = s.get("invoke_ns") or 0, s.get("complete_ns")
-            part = None if partition is None else part_of(s["topic"], partition)
+            if partition is not None:
+                part_of(s["topic"], partition)
         except (KeyError, TypeError):
             continue
         n += 1
@@ -267,37 +224,26 @@ def _scan_sends(run: RunDir, scan: Scan, part_of: PartOf, producers: dict[str, i
         t = complete if isinstance(complete, int) else invoke
         if t > end:
             end = t
-        sec = t // NS
-        if status == "ok":
-            acked.add(sec)
-        elif status == "fail":
-            failed.add(sec)
-        else:
-            unknown.add(sec)
+        if status == "fail":
+            failed.add(t // NS)
+        elif status != "ok":
+            unknown.add(t // NS)
         points = latency.get(status) or latency[UNKNOWN]  # any other status is unknown (an old history's info)
         points.add(invoke, complete - invoke if isinstance(complete, int) else -1)
-        p = producers.get(producer)
-        table = tables[p] if p is not None else None
-        if table is not None and type(seq) is int:
-            if 0 <= seq < MAX_DENSE:
-                inside = seq < len(table.part)
-                where = table.part[seq] if inside else 0
-                dup = table.dup[seq] if inside else 0
-                if dup == 1:
-                    table.dup[seq] = 2
-            else:
-                entry = table.extra.get(seq, [0, 0, 0])
-                where, dup = entry[0], entry[2]
-                if dup == 1:
-                    entry[2] = 2
-        else:
-            where, dup = 0, 0
-        if dup == 1:  # duplicated: drawn once, at its ack (or completion) time
-            dup_s.add(sec)
-        # an ack its complete final read lacks: drawn as lost at its ack time (results.json has the count)
-        if status == "ok" and part is not None and where != part + 1 and parts[part].complete:
-            lost_s.add(sec)
     scan.end_ns = end
     scan.sent = n
     if n:
         scan.start_ns = first if scan.start_ns is None else min(scan.start_ns, first)
+
+
+def use_series(scan: Scan, results: dict[str, Any]) -> None:
+    """Take the acknowledged, lost and duplicated messages per second from the checker (results.json
+    ``series``: checkers/series.py), or say that results.json has none."""
+    series = results.get("series")
+    if not isinstance(series, dict):
+        scan.notes.append(NO_SERIES)
+        return
+    for name, grow in (("acked", scan.acked), ("lost", scan.lost), ("duplicated", scan.duplicated)):
+        for second, n in totals_per_second(series, name).items():
+            if second >= 0:
+                grow.add(second, n)
