@@ -437,7 +437,8 @@ class Tools:
         return out
 
     def producer_perf(self, topic: str, records: int, acks: str, props: dict[str, str]) -> dict[str, float]:
-        producer_props = [f"bootstrap.servers={self.bootstrap}", f"acks={acks}", *(f"{k}={v}" for k, v in props.items())]
+        producer_props = [f"bootstrap.servers={self.bootstrap}", f"acks={acks}",
+                          *(f"{k}={v}" for k, v in props.items())]
         out = self.run("org.apache.kafka.tools.ProducerPerformance",
                        ["--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_BYTES),
                         "--throughput", "-1", "--producer-props", *producer_props], timeout_s=1800)
@@ -675,7 +676,8 @@ def spread(values: list[float], fmt: str) -> str:
 
 def spread_row(acks: str, rounds: list[Round], clients: list[Library]) -> str:
     """Mean and range over the repetitions: ProducerPerformance's records/s, each client's, and their ratios."""
-    out = f"producer acks={acks}, {len(rounds)} runs: ProducerPerformance {spread([r.tool_rate for r in rounds], '{:,.0f}')}/s"
+    out = (f"producer acks={acks}, {len(rounds)} runs: "
+           f"ProducerPerformance {spread([r.tool_rate for r in rounds], '{:,.0f}')}/s")
     for client in clients:
         rates = [r.rates[client] for r in rounds]
         ratios = [r.rates[client] / r.tool_rate if r.tool_rate else 0.0 for r in rounds]
@@ -685,7 +687,8 @@ def spread_row(acks: str, rounds: list[Round], clients: list[Library]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=3_000_000, help="records ProducerPerformance writes (default 3M)")
+    parser.add_argument("--records", type=int, default=3_000_000,
+                        help="records ProducerPerformance writes (default 3M)")
     parser.add_argument("--seconds", type=float, help="kchaos load time (default: as long as ProducerPerformance took)")
     parser.add_argument("--producers", type=int, default=2, help="kchaos producer processes (scenario default 2)")
     parser.add_argument("--acks", nargs="+", default=["all", "1"], choices=["all", "1"])
@@ -834,7 +837,8 @@ def consumer_spread_row(rounds: list[ConsumerRound], clients: list[Library]) -> 
     out = (f"consumers, {len(rounds)} runs, fetching only: ConsumerPerformance "
            f"{spread([r.tool_fetch for r in rounds], '{:,.0f}')}/s")
     for client in clients:
-        for what, rates in (("live", [r.live[client] for r in rounds]), ("read-back", [r.back[client] for r in rounds])):
+        for what, rates in (("live", [r.live[client] for r in rounds]),
+                            ("read-back", [r.back[client] for r in rounds])):
             ratios = [rate / r.tool_fetch if r.tool_fetch else 0.0 for rate, r in zip(rates, rounds)]
             verdict = "met" if statistics.fmean(ratios) >= CONSUMER_TARGET else "NOT met"
             out += f"; {client} {what} {spread(rates, '{:,.0f}')}/s, ratio {spread(ratios, '{:.2f}')} ({verdict})"

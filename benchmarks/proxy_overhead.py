@@ -9,9 +9,10 @@ its port), and a topic of 6 partitions, RF 3, min.insync.replicas 2. Each round 
 records of 100 bytes with a confluent-kafka (librdkafka) producer, acks=all,
 max.in.flight.requests.per.connection=5 (the scenarios' setting), everything else librdkafka's default
 (``--client java``: Kafka's own ``ProducerPerformance`` on the host JRE, the kafka-clients of
-``--kafka-version``, the same settings, as ``producer_vs_kafka.py`` runs it): once bootstrapped at the brokers themselves (direct), once at the proxy's ports (proxied: every
-connection then goes through it), the order alternating between rounds. A rate counts from the first
-produce() to the end of flush(). Each line also gives the CPU seconds the proxy process spent in it.
+``--kafka-version``, the same settings, as ``producer_vs_kafka.py`` runs it): once bootstrapped at the
+brokers themselves (direct), once at the proxy's ports (proxied: every connection then goes through it),
+the order alternating between rounds. A rate counts from the first produce() to the end of flush(). Each
+line also gives the CPU seconds the proxy process spent in it.
 Target (issue #35): proxied >= 0.8 of direct.
 """
 

@@ -26,15 +26,16 @@ read-back saw (aborted_read, torn_transaction) and committed ones it missed
 Each measurement runs in a fresh child process, so that its peak memory is
 its own, and so is its CPU time (user + system, JVM and Python): on a shared
 machine the wall-clock figures depend on the others' load, the CPU seconds
-much less (on an idle 2-core machine a check takes about half of them). For Spark (``spark``): the conversion of the JSON lines to their
-Parquet caches (any old cache is deleted first), the session start and the
-check, apart and in total, the driver JVM's peak resident set (in local mode
-the executors live in it) and the Python process's (the conversion); with
-``--json`` also Spark parsing the JSON lines itself (``spark-json``). For the
-reference (``python``) the Python process's peak. The reference is only
-run up to ``--python-max-millions`` (default 2): it holds every send and
-read as Python tuples, over a gigabyte per million sends with their reads,
-and takes minutes per million on this kind of machine.
+much less (on an idle 2-core machine a check takes about half of them). For
+Spark (``spark``): the conversion of the JSON lines to their Parquet caches
+(any old cache is deleted first), the session start and the check, apart and
+in total, the driver JVM's peak resident set (in local mode the executors live
+in it) and the Python process's (the conversion); with ``--json`` also Spark
+parsing the JSON lines itself (``spark-json``). For the reference (``python``)
+the Python process's peak. The reference is only run up to
+``--python-max-millions`` (default 2): it holds every send and read as Python
+tuples, over a gigabyte per million sends with their reads, and takes minutes
+per million on this kind of machine.
 
 Beside Spark, the yardstick of issue #21: DuckDB (``duckdb`` and
 ``duckdb-json``, plain histories only, when it is installed:
@@ -514,7 +515,8 @@ def in_child(engine: str, run: Path, cluster: Any = None) -> dict[str, Any]:
         env[CONVERT_ENV] = "executors"
     if engine == "standalone":
         env = cluster_env(run) | {"SPARK_MASTER": cluster.url,
-                                  "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={EXECUTOR_MEMORY} pyspark-shell"}
+                                  "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={EXECUTOR_MEMORY} "
+                                                         "pyspark-shell"}
         before = cpu_seconds(cluster.pgids)
     measure = "spark" if engine in ("spark-tasks", "standalone") else engine
     proc = subprocess.run([sys.executable, __file__, "--measure", measure, str(run)], capture_output=True, text=True,

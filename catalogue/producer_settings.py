@@ -41,8 +41,9 @@ def effective_producer(config: dict[str, Any], client: str = LIBRDKAFKA) -> dict
     if "enable.idempotence" in named:
         idempotent = named["enable.idempotence"] == "true"
     elif client == JAVA:
-        idempotent = transactional or (out["acks"] == "all" and out["retries"] != "0"
-                                       and _int(out["max.in.flight.requests.per.connection"]) <= IDEMPOTENT_MAX_IN_FLIGHT)
+        idempotent = transactional or (
+            out["acks"] == "all" and out["retries"] != "0"
+            and _int(out["max.in.flight.requests.per.connection"]) <= IDEMPOTENT_MAX_IN_FLIGHT)
     else:
         idempotent = transactional
     out["enable.idempotence"] = "true" if idempotent else "false"

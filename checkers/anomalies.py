@@ -191,7 +191,8 @@ def promises_from_scenario(scenario: dict[str, Any] | None) -> tuple[Promises, s
         return Promises(idempotent=False, ordered=False, hanging_after_ms=hanging_after_ms), NO_PRODUCER_CONFIG_NOTE
     effective = effective_producer(config, producer_client(scenario))
     idempotent = effective["enable.idempotence"] == "true" or _transactions(scenario) is not None
-    return Promises(idempotent=idempotent, ordered=idempotent or effective["max.in.flight.requests.per.connection"] == "1",
+    return Promises(idempotent=idempotent,
+                    ordered=idempotent or effective["max.in.flight.requests.per.connection"] == "1",
                     hanging_after_ms=hanging_after_ms), None
 
 
@@ -217,7 +218,8 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
 
 def validity(counts: dict[str, int], promises: Promises) -> bool:
     """The catalogue's rule (docs/anomalies.md): no violation, no duplicate where idempotent, no reorder where order
-    was promised (the catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by its whole."""
+    was promised (the catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by
+    its whole."""
     severities = [VIOLATION]
     if promises.idempotent:
         severities.append(IF_IDEMPOTENT)

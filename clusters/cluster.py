@@ -157,8 +157,8 @@ class Cluster:
         _in_parallel([lambda c=c: c.start() for c, _ in prepared])
         self.nodes.extend(self._attach_node(c, n) for c, n in prepared)
 
-    def _prepare_node(self, image: str, network: Network, labels: dict[str, str],
-                      role: Role, node_id: int) -> tuple[DockerContainer, tuple[str, Role, int, Path, LoopVolume | None]]:
+    def _prepare_node(self, image: str, network: Network, labels: dict[str, str], role: Role,
+                      node_id: int) -> tuple[DockerContainer, tuple[str, Role, int, Path, LoopVolume | None]]:
         name = config.node_alias(role, node_id)
         node_dir = self.workdir / name
         etc = node_dir / "etc"

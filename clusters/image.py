@@ -188,7 +188,8 @@ def build_base_image(tag: str) -> None:
 
 
 def _check_given_base(client: docker.DockerClient, image: str) -> str:
-    """``image`` if the engine has it (pulled when it has not) and it can run a node: a JRE 17 and run-node.sh's tools."""
+    """``image`` if the engine has it (pulled when it has not) and it can run a node: a JRE 17 and run-node.sh's
+    tools."""
     where = f"{BASE_IMAGE_ENV}={image}"
     if not _image_exists(client, image):
         try:
@@ -217,7 +218,8 @@ def base_problem(probe_output: str) -> str | None:
     found = re.search(r'version "(?:1\.)?(\d+)', probe_output)  # "17.0.13"; before 9, "1.8.0_292"
     major = int(found.group(1)) if found else None
     if major is None or major < MIN_JAVA:
-        return f"its java is {'not a JRE it can read' if major is None else f'version {major}'}; a node needs {MIN_JAVA} or newer"
+        return (f"its java is {'not a JRE it can read' if major is None else f'version {major}'}; "
+                f"a node needs {MIN_JAVA} or newer")
     return None
 
 

@@ -29,10 +29,12 @@ TOOL = "org.apache.kafka.tools.TransactionsCommand"
 LOG4J = ("log4j.rootLogger=WARN, err\nlog4j.appender.err=org.apache.log4j.ConsoleAppender\n"
          "log4j.appender.err.Target=System.err\nlog4j.appender.err.layout=org.apache.log4j.PatternLayout\n"
          "log4j.appender.err.layout.ConversionPattern=%p %m%n")
-LOG4J2 = ("rootLogger.level=WARN\nrootLogger.appenderRef.err.ref=err\nappender.err.type=Console\nappender.err.name=err\n"
-          "appender.err.target=SYSTEM_ERR\nappender.err.layout.type=PatternLayout\nappender.err.layout.pattern=%p %m%n")
+LOG4J2 = ("rootLogger.level=WARN\nrootLogger.appenderRef.err.ref=err\nappender.err.type=Console\n"
+          "appender.err.name=err\nappender.err.target=SYSTEM_ERR\nappender.err.layout.type=PatternLayout\n"
+          "appender.err.layout.pattern=%p %m%n")
 CONF = "/tmp/kchaos-tools-log4j"
-SHELL = ["sh", "-c", f'printf "%b" "$1" > {CONF}.properties && printf "%b" "$2" > {CONF}2.properties && shift 2 && exec "$@"',
+SHELL = ["sh", "-c",
+         f'printf "%b" "$1" > {CONF}.properties && printf "%b" "$2" > {CONF}2.properties && shift 2 && exec "$@"',
          "sh", LOG4J, LOG4J2]
 JAVA = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:SharedArchiveFile=/opt/kafka/classes.jsa",
         f"-Dlog4j.configuration=file:{CONF}.properties", f"-Dlog4j2.configurationFile=file:{CONF}2.properties",

@@ -1,7 +1,8 @@
 """The harness's handle on the request path (the proxy process of clusters/proxy/).
 
 Faults speak to this class only: ``hold`` starts holding requests of some Kafka APIs bound for a broker
-(or, with its ``action``, dropping the broker's answers to them, or replaying them), ``release`` stops it, ``held`` returns what was held, when it was delivered and what the broker answered.
+(or, with its ``action``, dropping the broker's answers to them, or replaying them), ``release`` stops it,
+``held`` returns what was held, when it was delivered and what the broker answered.
 The proxy runs as its own process (so its event loop never waits on the harness's threads); this handle
 starts it, speaks to it over a Unix socket, and stops it. Its stdin is a pipe from this process: if the
 harness dies, the proxy exits.
@@ -66,7 +67,8 @@ class HeldRequest:
         return None if self.released_ns is None else (self.released_ns - self.held_ns) / 1e9
 
     def event(self, origin_ns: int) -> dict[str, Any]:
-        """The fields of its events.jsonl ``request`` line, times counted from the run's origin (DESIGN: the run directory)."""
+        """The fields of its events.jsonl ``request`` line, times counted from the run's origin (DESIGN: the run
+        directory)."""
         def rel(t: int | None) -> int | None:
             return None if t is None else t - origin_ns
         return {"fault": self.fault, "api": self.api, "api_version": self.api_version,

@@ -7,7 +7,8 @@ from typing import Literal
 
 from clusters.errors import ClusterError
 from clusters.features import SETTABLE
-from clusters.kafka_versions import DEFAULT_KAFKA_VERSION, LAST_ZOOKEEPER_MAJOR, at_least, check_kafka_version, kafka_major
+from clusters.kafka_versions import (DEFAULT_KAFKA_VERSION, LAST_ZOOKEEPER_MAJOR, at_least, check_kafka_version,
+                                     kafka_major)
 
 MetadataMode = Literal["zookeeper", "kraft"]
 

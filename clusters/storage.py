@@ -114,7 +114,8 @@ class LoopVolume:
         self.release()
         crash.replace(self.image)
         self.device = run(["losetup", "--find", "--show", str(self.image)], "losetup").strip()
-        run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], f"mounting the crash image of {self.image.name}")
+        run(["mount", "-t", "ext4", self.device, str(self.mountpoint)],
+            f"mounting the crash image of {self.image.name}")
 
     @property
     def mounted(self) -> bool:

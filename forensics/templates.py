@@ -68,7 +68,8 @@ def template(needle: str | tuple[str, ...], pattern: str) -> Callable[[Build], T
 # --- leaders: the broker's side (state.change.logger), both modes -----------------------------------------------
 
 # "Previous leader Some(3) and previous leader epoch was 1." since 3.6; 3.5 says only "Previous leader epoch was 1."
-_PREVIOUS = r"(?:Previous leader (?:None|Some\((?P<prev>-?\d+)\)) and previous|Previous) leader epoch was (?P<pepoch>-?\d+)"
+_PREVIOUS = (r"(?:Previous leader (?:None|Some\((?P<prev>-?\d+)\)) and previous|Previous) "
+             r"leader epoch was (?P<pepoch>-?\d+)")
 
 @template(" starts at leader epoch ", r"^\[Broker id=(?P<node>\d+)\] Leader " + _TP + r" with topic id \S+ starts at "
           r"leader epoch (?P<epoch>-?\d+) from offset (?P<leo>-?\d+) with partition epoch (?P<pe>-?\d+), "
@@ -192,8 +193,8 @@ def isr_committed(m: re.Match[str]) -> Fields:
 
 @template("Truncating partition ", r"^\[ReplicaFetcher replicaId=\d+, leaderId=(?P<leader>\d+), fetcherId=\d+\] "
           r"Truncating partition " + _TP + r" with TruncationState\(offset=(?P<offset>-?\d+), completed=\w+\) due to "
-          r"(?:local high watermark (?P<hw>-?\d+)|leader epoch and offset EpochEndOffset\(errorCode=-?\d+, partition=\d+, "
-          r"leaderEpoch=(?P<epoch>-?\d+), endOffset=(?P<end>-?\d+)\))")
+          r"(?:local high watermark (?P<hw>-?\d+)|leader epoch and offset EpochEndOffset\(errorCode=-?\d+, "
+          r"partition=\d+, leaderEpoch=(?P<epoch>-?\d+), endOffset=(?P<end>-?\d+)\))")
 def truncation_reason(m: re.Match[str]) -> Fields:
     """[ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Truncating partition chaos-5 with
     TruncationState(offset=0, completed=true) due to local high watermark 0 | due to leader epoch and offset

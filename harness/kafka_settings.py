@@ -91,7 +91,8 @@ def check_java_settings(kind: Literal["producer", "consumer"], prefix: str, maps
                 raise ValueError(f"{where}.{key}: Kafka {names.kafka_version}'s Java {kind} has no such setting{hint}")
         _not_set_by_harness(where, config, settings)
     try:  # the values, as the client itself checks them when it is built (no broker contacted)
-        answer = check_config(names.kafka_version, kind, {k: v for k, v in settings.items() if k != "bootstrap.servers"})
+        answer = check_config(names.kafka_version, kind,
+                              {k: v for k, v in settings.items() if k != "bootstrap.servers"})
     except WorkloadError as e:
         raise ValueError(f"{prefix}: {e}") from None
     if answer.error is not None:

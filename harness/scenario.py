@@ -602,7 +602,8 @@ class Scenario(Strict):
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()},
                            features=dict(c.features),
                            request_path=c.inter_broker_request_path or any(
-                               FAULTS[f.kind].request_level or (f.then is not None and FAULTS[f.then.kind].request_level)
+                               FAULTS[f.kind].request_level
+                               or (f.then is not None and FAULTS[f.then.kind].request_level)
                                for f in self.faults),
                            inter_broker_request_path=c.inter_broker_request_path)
 

@@ -1,7 +1,8 @@
 """Where everything of a run lives, and whether what a stage needs is there.
 
     runs/<scenario>/<UTC timestamp>/
-      scenario.yaml  history/{sends,reads,events,broker-events,replica-batches}.jsonl  results.json  report.html  logs/  cluster/
+      scenario.yaml  history/{sends,reads,events,broker-events,replica-batches}.jsonl  results.json  report.html
+      logs/  cluster/
     runs/index.html  runs/junit.xml  runs/nightly-logs/   (the matrix and the nightly's, over all runs)
 """
 

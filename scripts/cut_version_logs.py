@@ -5,7 +5,8 @@
 Keeps scenario.yaml (started_at, the version) and, of every node log, the timestamped lines of the loggers
 whose messages the forensics read (any logger with one line a template matches), so a format that changes
 within a logger shows up as a line no template reads; of the workload topic's partitions only the stories of
-the one its brokers truncated most and the one whose ISR changed most, and nothing of __consumer_offsets. Continuation lines (stack traces) and logs left empty are dropped.
+the one its brokers truncated most and the one whose ISR changed most, and nothing of __consumer_offsets.
+Continuation lines (stack traces) and logs left empty are dropped.
 """
 
 from __future__ import annotations

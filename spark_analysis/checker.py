@@ -245,7 +245,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         named = (partitions_of(table if repeats else enc.sends, outside) if mc.outside_complete else set()) | (
             partitions_of(enc.reads, outside) if pc.outside_complete else set())
         parts = {(names.topics[t], p) for t, p in named} | set(history.complete)
-        named_c = partitions_of(table if repeats else enc.sends, f"txn IS NOT NULL AND {outside_complete_sql(complete_c)}"
+        named_c = partitions_of(table if repeats else enc.sends,
+                                f"txn IS NOT NULL AND {outside_complete_sql(complete_c)}"
                                 ) if mc.outside_complete_c else set()
         unread_committed = sorted({(names.topics[t], p) for t, p in named_c} - history.complete_committed.keys())
         incomplete = sorted({p for p in parts if not history.complete.get(p, False)}

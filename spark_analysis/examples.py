@@ -135,7 +135,8 @@ def _outputs(spark: "SparkSession", reads: "DataFrame", msgs: set[Msg]) -> dict[
         return {}
     keys = literal_table(spark, [("fpid", "int"), ("fseq", "bigint")], sorted(msgs))
     rows = (reads.filter("pid IS NOT NULL AND final AND committed")
-            .join(F.broadcast(keys), ["fpid", "fseq"], "left_semi").select("fpid", "fseq", "tid", "partition", "offset").distinct().collect())
+            .join(F.broadcast(keys), ["fpid", "fseq"], "left_semi")
+            .select("fpid", "fseq", "tid", "partition", "offset").distinct().collect())
     found: dict[Msg, list[Pos]] = {msg: [] for msg in msgs}
     for r in rows:
         found[(r["fpid"], r["fseq"])].append((r["tid"], r["partition"], r["offset"]))

@@ -111,7 +111,8 @@ def group_by(table: "DataFrame", columns: tuple[str, ...], ranges: Ranges | None
     for column, low, size in reversed(list(zip(columns, lows, sizes))):
         unpacked.insert(0, f"CAST(({PACKED_KEY} DIV {divisor}L) % {size}L + ({low}L) AS {types[column]}) AS `{column}`")
         divisor *= size
-    grouped = table.selectExpr("*", f"{packed} AS {PACKED_KEY}").groupBy(PACKED_KEY).agg(*[F.expr(e) for e in aggregates])
+    grouped = (table.selectExpr("*", f"{packed} AS {PACKED_KEY}").groupBy(PACKED_KEY)
+               .agg(*[F.expr(e) for e in aggregates]))
     return grouped.selectExpr(*unpacked, *[f"`{c}`" for c in grouped.columns if c != PACKED_KEY])
 
 

@@ -113,8 +113,10 @@ def ranges_history() -> dict[str, list[Any]]:
     at the earlier ack; p1/0 lost); offset 9 read as p1/5 live and p1/6 finally, both in doubt (divergent, no ack)."""
     sends = [timed(send("p0", i), t) for i, t in enumerate(
         [S // 10, S // 2, S, 3 * S // 2, 2 * S, 4 * S, 9 * S // 2, 5 * S, 26 * S // 5, 6 * S])]
-    sends += [timed(send("p1", 0, partition=1, offset=0), 3 * S), timed(send("p1", 1, partition=1, offset=0), 16 * S // 5),
-              timed(send("p1", 5, status="unknown", partition=1), 7 * S), timed(send("p1", 6, status="unknown", partition=1), 7 * S)]
+    sends += [timed(send("p1", 0, partition=1, offset=0), 3 * S),
+              timed(send("p1", 1, partition=1, offset=0), 16 * S // 5),
+              timed(send("p1", 5, status="unknown", partition=1), 7 * S),
+              timed(send("p1", 6, status="unknown", partition=1), 7 * S)]
     reads = [read("p0", i, i) for i in (0, 1, 4, 5, 6, 9)] + [read("p0", 4, 12), read("p1", 1, 0, partition=1),
                                                               read("p1", 5, 9, phase="live", partition=1),
                                                               read("p1", 6, 9, partition=1)]

@@ -102,7 +102,8 @@ def test_every_anomaly_is_complete_and_consistent() -> None:
         assert a.part_of is None or a.part_of in ANOMALY_INFO, a.name
         assert set(a.chains) <= {"range", "transaction"}, a.name
         assert "range" not in a.chains or a.ranges, f"{a.name}: a range's chain explains a range"
-        assert "transaction" not in a.chains or a.role == "producers", f"{a.name}: a transaction's chain is a producer's"
+        assert "transaction" not in a.chains or a.role == "producers", \
+            f"{a.name}: a transaction's chain is a producer's"
         keys = a.denominator[0] if a.denominator else ()
         assert all(k in COUNTS for k in keys), a.name
     leads = [a.lead for a in ANOMALY_LIST if a.lead is not None]

@@ -1,8 +1,8 @@
 """Forensics: causal chains from a fault to the records it took (the replica batches they use are read by
 clusters/segments.py: tests/test_segment_batches.py).
 
-The chains are built from small hand-made histories shaped like the real ones of acks1-leader-kill, unclean-election and a power cut
-(the closing note of issue #20 shows the chains of real runs).
+The chains are built from small hand-made histories shaped like the real ones of acks1-leader-kill,
+unclean-election and a power cut (the closing note of issue #20 shows the chains of real runs).
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ def test_a_power_cut_is_the_fault_when_the_leaders_own_log_comes_back_short() ->
     """acks=all, min.insync 1: broker1, cut from the others (fault 1), acknowledges alone; a power cut (fault 2)
     loses what it had not flushed, seen as a recovery truncating its log before anyone else led."""
     events = fault("partition", "broker1", 16.0, 71.0, "brokers: broker1 -/- broker2, broker3") + \
-        fault("power-loss", "broker1", 61.0, 70.2, "power cut broker1: disks stopped 152 ms after SIGKILL, nothing reached them later; crash "
-                                                     "images copied in 0.02 s; restarted on crash images")
+        fault("power-loss", "broker1", 61.0, 70.2, "power cut broker1: disks stopped 152 ms after SIGKILL, nothing "
+                                                   "reached them later; crash images copied in 0.02 s; restarted on "
+                                                   "crash images")
     broker_events = [leader("broker1", 5.0, 0, 0), ev("process_start", "broker1", 66.8),
                      ev("truncate", "broker1", 68.5, 7, topic="chaos", partition=4, to_offset=44_821,
                         reason="corruption"),
@@ -291,7 +292,8 @@ def test_a_torn_or_lost_transaction_without_a_late_request_says_what_is_known() 
     chains = TransactionExplainer(KILL, txns, examples).explain()
     assert [(c["anomaly"], c["txn"], c["count"]) for c in chains] == [("lost", 5, 2), ("torn_transaction", 5, 1)]
     assert chains[0]["sentence"].startswith("transaction 5 of p0: 2 of its acknowledged messages lost although it "
-                                            "committed; committed, the application asked to commit (open 10.0 s–14.0 s)")
+                                            "committed; committed, the application asked to commit "
+                                            "(open 10.0 s–14.0 s)")
     assert chains[1]["sentence"] == (
         "transaction 5 of p0: 3 of its messages visible to read_committed and 2 not, although committed; committed, "
         "the application asked to commit (open 10.0 s–14.0 s); no held request of p0 reached a broker while it was "

@@ -70,7 +70,8 @@ def test_a_version_belongs_to_its_client_kind() -> None:
 
 
 @pytest.mark.parametrize("settings, said", [
-    (["workload.client_version=2.5"], "workload.client_version: '2.5' is not a client release (e.g. 2.5.0 for confluent-kafka"),
+    (["workload.client_version=2.5"], "workload.client_version: '2.5' is not a client release (e.g. 2.5.0 for "
+                                      "confluent-kafka"),
     (["workload.consumers.client_version=latest"], "workload.consumers.client_version: 'latest' is not a "
                                                    "client release"),
     (["workload.client_version=2.5.0", "workload.client=java"],

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 def test_the_known_answer_space_finds_loss_and_shrinks_it_to_one_leader_kill(tmp_path: Path) -> None:
     out = tmp_path / "explore"
     result = subprocess.run([sys.executable, "-m", "harness.cli", "explore", "spaces/acks1-known-loss.yaml",
-                             "--seed", "1", "--trials", "1", "--budget-min", "10", "--out", str(out), "--engine", "python",
+                             "--seed", "1", "--trials", "1", "--budget-min", "10", "--out", str(out),
+                             "--engine", "python",
                              "--junit", str(tmp_path / "junit.xml")],
                             cwd=REPO, capture_output=True, text=True, timeout=900)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]  # 1: a finding

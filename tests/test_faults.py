@@ -85,7 +85,8 @@ def test_pause_past_the_session_timeout_expires_the_broker(cluster: Cluster, rep
     fault.apply([leader])
     try:
         assert leader.status == "paused"
-        eventually(lambda: leader.node_id not in cluster.registered_brokers(), 30, "the frozen broker's session expires")
+        eventually(lambda: leader.node_id not in cluster.registered_brokers(), 30,
+                   "the frozen broker's session expires")
         eventually(lambda: cluster.partitions(replicated)[0].leader not in (None, leader.node_id), 30,
                    "another replica leads")
     finally:

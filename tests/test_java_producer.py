@@ -210,7 +210,8 @@ def test_a_fenced_java_producer_leaves_its_transaction_unknown_and_is_replaced(c
     fencing = ("ProducerFencedException", "InvalidProducerEpochException")
     refused = [s for s in sends if s["status"] == "fail" and s["error"] != "TransactionAbortedException"
                and not (s["error"] in fencing and (s["producer"], s["txn"]) == ("a", fenced[0]["txn"]))]
-    assert not refused, f"{len(refused)} sends failed: {sorted({(s['producer'], s['txn'], s['error']) for s in refused})}"
+    assert not refused, \
+        f"{len(refused)} sends failed: {sorted({(s['producer'], s['txn'], s['error']) for s in refused})}"
     outcome = {(t["producer"], t["txn"]): t["outcome"] for t in txns}
     committed = {(s["producer"], s["seq"]) for s in sends
                  if s["status"] == "ok" and outcome.get((s["producer"], s["txn"])) == "committed"}

@@ -25,7 +25,8 @@ DATA = Path(__file__).parent / "data" / "kafka-transactions"
 # find-hanging's table with one row, laid out as the tool lays out its tables (tab-separated, padded: see the
 # real list output): a hanging transaction is not something a healthy cluster gives to copy
 HANGING = ("\t".join(HANGING_HEADERS) + "\t\n"
-           "chaos\t4        \t1007      \t3            \t2               \t12698      \t1795000061400\t2            \t\n")
+           "chaos\t4        \t1007      \t3            \t2               \t12698      \t1795000061400"
+           "\t2            \t\n")
 
 
 def test_find_hanging_that_found_none_is_an_empty_list() -> None:

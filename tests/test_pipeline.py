@@ -101,7 +101,8 @@ def test_one_committed_transaction_and_one_cut_by_a_kill(tmp_path: Path) -> None
     run = RunDir(tmp_path)
     reads = jsonl(run.reads)
     assert [(r["consumer"], r["group"], r["phase"], r["topic"], r["partition"], r["offset"], r["producer"], r["seq"])
-            for r in reads] == [("pipe0", "g", "live", "in", 1, 5, "p0", 5), ("pipe0", "g", "live", "in", 1, 6, "p0", 6),
+            for r in reads] == [("pipe0", "g", "live", "in", 1, 5, "p0", 5),
+                                ("pipe0", "g", "live", "in", 1, 6, "p0", 6),
                                 ("pipe0", "g", "live", "in", 2, 0, "p1", 0)]
     sends = jsonl(run.sends)
     assert [(s["producer"], s["seq"], s["topic"], s["key"], s["partition"], s["offset"], s["status"], s["txn"],

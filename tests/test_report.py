@@ -266,14 +266,16 @@ def chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 # Loaded first, it writes every uncaught error, rejected promise and console.error into the page's DOM.
-RECORD_ERRORS = """<script>(function () {
-  const seen = [];
-  const note = m => { seen.push(String(m)); document.documentElement.setAttribute("data-page-errors", JSON.stringify(seen)); };
-  window.addEventListener("error", e => note(e.message || "error loading " + (e.target && (e.target.src || e.target.href))), true);
-  window.addEventListener("unhandledrejection", e => note("unhandled rejection: " + e.reason));
-  const error = console.error;
-  console.error = (...args) => { note(args.join(" ")); error.apply(console, args); };
-})();</script>"""
+RECORD_ERRORS = ("<script>(function () {\n"
+                 "  const seen = [];\n"
+                 '  const note = m => { seen.push(String(m)); '
+                 'document.documentElement.setAttribute("data-page-errors", JSON.stringify(seen)); };\n'
+                 '  window.addEventListener("error", e => note(e.message || "error loading " + '
+                 '(e.target && (e.target.src || e.target.href))), true);\n'
+                 '  window.addEventListener("unhandledrejection", e => note("unhandled rejection: " + e.reason));\n'
+                 "  const error = console.error;\n"
+                 '  console.error = (...args) => { note(args.join(" ")); error.apply(console, args); };\n'
+                 "})();</script>")
 
 
 def look_at(page: Path, shots: Path, name: str) -> Dom:

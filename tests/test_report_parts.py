@@ -115,12 +115,15 @@ def test_what_the_settings_allow() -> None:
     assert allowance("lost", ACKSALL, []) is None
     assert allowance("lost", {**ACKSALL, "min.insync.replicas": 1}, []) == "acks=all with min.insync.replicas=1"
     assert allowance("lost", {**ACKSALL, "unclean election": True}, []) == "unclean leader election"
-    assert allowance("lost", ACKSALL, [("power-loss", "all-brokers")]) == "no fsync before a power loss of several brokers"
+    assert allowance("lost", ACKSALL, [("power-loss", "all-brokers")]) == \
+        "no fsync before a power loss of several brokers"
     assert allowance("lost", ACKSALL, [("power-loss", "random-broker")]) is None
-    assert allowance("duplicated", ACKS1, []) == "retries without idempotence" and not allowance("duplicated", ACKSALL, [])
+    assert (allowance("duplicated", ACKS1, []) == "retries without idempotence"
+            and not allowance("duplicated", ACKSALL, []))
     assert allowance("consumer_skipped", {**ACKSALL, "commit": "auto"}, []) == "auto commit"
     assert allowance("aborted_read", ACKS1, []) is None
-    assert [anticipated(v) for v in (">0", ">=1", 3, 0, "==0", "<=10", None)] == [True] * 3 + [False] * 2 + [True, False]
+    assert [anticipated(v) for v in (">0", ">=1", 3, 0, "==0", "<=10", None)] == \
+        [True] * 3 + [False] * 2 + [True, False]
 
 
 # --- fault windows ---------------------------------------------------------------------------------------------

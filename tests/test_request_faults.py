@@ -162,11 +162,12 @@ def test_lossy_network_rules_drop_at_random_on_the_interface_and_heal_removes_ex
 
 
 def test_lossy_network_counts_the_packets_its_rules_dropped() -> None:
-    listing = """Chain KCHAOS-LOSS-1 (2 references)
-    pkts      bytes target     prot opt in     out     source               destination
-      17     2310 DROP       all  --  *      *       10.1.0.3             0.0.0.0/0            statistic mode random probability 0.10000000009
-       4      240 DROP       all  --  *      *       0.0.0.0/0            10.1.0.3             statistic mode random probability 0.10000000009
-"""
+    listing = ("Chain KCHAOS-LOSS-1 (2 references)\n"
+               "    pkts      bytes target     prot opt in     out     source               destination\n"
+               "      17     2310 DROP       all  --  *      *       10.1.0.3             0.0.0.0/0            "
+               "statistic mode random probability 0.10000000009\n"
+               "       4      240 DROP       all  --  *      *       0.0.0.0/0            10.1.0.3             "
+               "statistic mode random probability 0.10000000009\n")
     assert dropped_packets(listing) == 21 and dropped_packets("Chain X (0 references)\n") == 0
 
 
@@ -191,7 +192,8 @@ def test_role_broker_needs_the_inter_broker_request_path_and_is_refused_in_one_l
         with pytest.raises(FaultError, match="roles broker needs the request path between the brokers: set "
                                              "cluster.inter_broker_request_path: true"):
             kind.check_plan("partition-leader", kind.check_options(options), ClusterSpec(request_path=True))
-        kind.check_plan("partition-leader", kind.check_options(options), ClusterSpec(request_path=True, inter_broker_request_path=True))
+        kind.check_plan("partition-leader", kind.check_options(options),
+                        ClusterSpec(request_path=True, inter_broker_request_path=True))
     fault = ("faults: [{kind: delay-requests, target: partition-leader, duration_s: 10,\n"
              "          options: {apis: WriteTxnMarkers, hold_s: 4, roles: broker}}]\n")
     scenario = tmp_path / "s.yaml"
@@ -203,7 +205,8 @@ def test_role_broker_needs_the_inter_broker_request_path_and_is_refused_in_one_l
     scenario.write_text("cluster: {inter_broker_request_path: true}\n" + fault)
     spec = load_scenario(scenario).cluster_spec()
     assert spec.request_path and spec.inter_broker_request_path
-    scenario.write_text("cluster: {inter_broker_request_path: true}\n")   # no request-level fault: the path all the same
+    # no request-level fault: the path all the same
+    scenario.write_text("cluster: {inter_broker_request_path: true}\n")
     assert load_scenario(scenario).cluster_spec().request_path
     scenario.write_text("faults: [{kind: kill}]\n")
     assert not load_scenario(scenario).cluster_spec().inter_broker_request_path

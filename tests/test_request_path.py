@@ -234,7 +234,8 @@ def test_the_replay_requests_fault_writes_a_plain_produce_twice_and_an_idempoten
         (line,) = fault.evidence(origin)
         assert (line["fault"], line["api"], line["client"], line["action"], line["outcome"]) == \
             ("replay-requests", "Produce", f"kchaos-{name}", "replayed", "answered")
-        assert line["released_ns"] - line["held_ns"] >= 1e9 and line["detail"]["replay_connection"] != line["connection"]
+        assert (line["released_ns"] - line["held_ns"] >= 1e9
+                and line["detail"]["replay_connection"] != line["connection"])
         assert line["response_error"] == "none"   # a duplicate batch is answered as a success, not written
         counts[idempotent] = high_watermark(proxied, topic.name)
         assert read_values(proxied, topic.name, counts[idempotent]) == [b"once"] * counts[idempotent]

@@ -51,7 +51,8 @@ def metadata_request(correlation_id: int, client_id: str = "kchaos-p1") -> bytes
 def end_txn_response(correlation_id: int, error: ErrorCode = ErrorCode.none) -> bytes:
     out = io.BytesIO()
     entity_writer(ResponseHeader)(out, ResponseHeader(correlation_id=i32(correlation_id)))
-    entity_writer(EndTxnResponse)(out, EndTxnResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=error))
+    entity_writer(EndTxnResponse)(out, EndTxnResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                                                      error_code=error))
     return wire.frame(out.getvalue())
 
 
@@ -330,7 +331,8 @@ def test_a_dropped_answer_leaves_the_request_delivered_and_the_connection_silent
             ("drop-responses", "response-dropped", "matched", 2)
         assert dropped.response_error == "none" and dropped.response_forwarded is False
         assert dropped.released_ns is not None and dropped.response_ns is not None
-        assert (behind.cause, behind.correlation_id, behind.outcome, behind.released_ns) == ("behind", 3, "discarded", None)
+        assert (behind.cause, behind.correlation_id, behind.outcome, behind.released_ns) == \
+            ("behind", 3, "discarded", None)
         new = await Client.connect(proxy.ports[1])   # the client's next connection
         await until(lambda: len(proxy.links) == 2)
         assert proxy.release("r1") == 0
@@ -354,7 +356,8 @@ def test_a_replayed_request_reaches_the_broker_again_later_on_a_new_connection()
         assert await c.answer() == 3
         assert proxy.pending() == 1
         await until(lambda: proxy.records[0].outcome == "answered")
-        assert [(a[0], a[2]) for a in broker.arrivals] == [(1, 2), (1, 3), (2, 2)]   # the copy, on a connection of its own
+        # the copy, on a connection of its own
+        assert [(a[0], a[2]) for a in broker.arrivals] == [(1, 2), (1, 3), (2, 2)]
         assert broker.arrivals[-1][3] - sent >= HOLD_S
         (copy,) = proxy.records
         assert (copy.action, copy.cause, copy.correlation_id, copy.response_error) == ("replayed", "matched", 2, "none")
@@ -406,8 +409,8 @@ def test_the_brokers_own_requests_go_through_their_own_listener_and_a_broker_rul
             assert [await fetcher.answer() for _ in range(2)] == [2, 3] and time.monotonic() - started >= HOLD_S
             assert [a[2] for a in clients_side.arrivals] == [1] and [a[2] for a in brokers_side.arrivals] == [2, 3]
             held = await asyncio.to_thread(path.held)
-            assert [(h.client, h.cause, h.listener) for h in held] == [("broker-2-fetcher-0", "matched", "inter-broker"),
-                                                                       ("3", "behind", "inter-broker")]
+            assert [(h.client, h.cause, h.listener) for h in held] == \
+                [("broker-2-fetcher-0", "matched", "inter-broker"), ("3", "behind", "inter-broker")]
             assert held[0].event(0)["listener"] == "inter-broker"
             await asyncio.to_thread(path.release, rule)
             fetcher.send(end_txn(4, client_id="2"))

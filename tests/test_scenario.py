@@ -165,7 +165,8 @@ workload:
         assert (w.transactions.on_commit_error, w.pipeline.on_commit_error) == ("abort", "retry")
         assert (w.pipeline_timeout_ms, w.pipeline_commit_timeout_s) == (6000, 3)
         assert w.producer_config["request.timeout.ms"] == 2000
-    s = load_scenario(write(tmp_path, "workload: {transactions: {timeout_ms: 7000, commit_timeout_s: 4}, pipeline: {}}"))
+    s = load_scenario(write(tmp_path,
+                            "workload: {transactions: {timeout_ms: 7000, commit_timeout_s: 4}, pipeline: {}}"))
     assert (s.workload.pipeline_timeout_ms, s.workload.pipeline_commit_timeout_s) == (7000, 4)  # the producers'
 
 

@@ -3,8 +3,8 @@ against Kafka's own DumpLogSegments on the same real segments.
 
 tests/data/segments/txn-{0,1}/ are broker1's segments of a two-partition topic written by a 3.9.2 cluster:
 a transactional producer's four committed transactions (its two aborted ones were purged before they were
-sent) with their commit markers, then an idempotent producer's 500 records. Both Kafka versions' builds read them (the on-disk format is the same; the classes
-moved to a package of their own in 4.3).
+sent) with their commit markers, then an idempotent producer's 500 records. Both Kafka versions' builds read
+them (the on-disk format is the same; the classes moved to a package of their own in 4.3).
 """
 
 from __future__ import annotations

@@ -294,7 +294,8 @@ def test_a_real_nightly_in_two_shards_merges_into_the_unsharded_matrix_and_junit
     assert len(links) == 3 and all((merged / link).is_file() and link.endswith("report.html") for link in links)
 
 
-def test_nightly_prints_each_runs_overhead_beyond_its_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nightly_prints_each_runs_overhead_beyond_its_workload(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """The overhead is a run's wall time less the workload and the settling the scenario asks for."""
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()

@@ -232,7 +232,8 @@ def test_hand_made_histories_agree(spark: Any, tmp_path: Path, name: str) -> Non
 
 
 @pytest.mark.parametrize("name", ["divergent", "ten_reads", "twenty_smallest", "repeated_sends", "unexpected"])
-def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, tiny_blocks: None, tmp_path: Path, name: str) -> None:
+def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, tiny_blocks: None, tmp_path: Path,
+                                                 name: str) -> None:
     agree(spark, run_dir(tmp_path, PROMISES["ordered"], **CASES[name]))
 
 
@@ -316,7 +317,8 @@ def test_truncated_last_line_is_dropped(spark: Any, both_formats: str, tmp_path:
     assert "history/sends.jsonl: dropped an incomplete last line (line 5)" in results["notes"]
 
 
-def test_truncated_last_line_followed_by_blank_lines(spark: Any, both_formats: str, tmp_path: Path, tiny_blocks: None) -> None:
+def test_truncated_last_line_followed_by_blank_lines(spark: Any, both_formats: str, tmp_path: Path,
+                                                     tiny_blocks: None) -> None:
     h = clean()
     h["events"] += ['{"kind": "final-re', "", "  \f"]
     agree(spark, make_run(tmp_path, **h))
@@ -340,7 +342,8 @@ def test_truncated_inside_a_multibyte_character(spark: Any, both_formats: str, t
     "{'single': 'quotes'}",
     '\ufeff{"a": 1}',
 ])
-def test_malformed_line_in_the_middle_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, file: str, line: str) -> None:
+def test_malformed_line_in_the_middle_is_the_same_error(spark: Any, both_formats: str, tmp_path: Path, file: str,
+                                                        line: str) -> None:
     h = clean()
     h[file].insert(1, line)
     agree(spark, make_run(tmp_path, **h))
@@ -466,7 +469,8 @@ def test_unusual_but_valid_lines_are_accepted(spark: Any, both_formats: str, tmp
     agree(spark, make_run(tmp_path, **h))
 
 
-def test_unusual_lines_are_accepted_when_a_key_is_repeated_with_a_bad_type(spark: Any, both_formats: str, tmp_path: Path) -> None:
+def test_unusual_lines_are_accepted_when_a_key_is_repeated_with_a_bad_type(spark: Any, both_formats: str,
+                                                                           tmp_path: Path) -> None:
     h = clean()
     h["sends"].insert(1, '{"producer": "p0", "seq": "x", "seq": 7, "topic": "t", "partition": 0, "offset": 7, '
                          '"status": "ok"}')
@@ -633,8 +637,8 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
                                "last_stable_offset": draw(st.integers(0, hw)), "time_ns": 90_000_000_000})
     for _ in range(draw(st.integers(0, 4))):
         topic, partition = draw(st.sampled_from(parts))
-        events.append({**committed(draw(st.one_of(st.none(), st.integers(0, 8))), group=draw(st.sampled_from(["g", "h"])),
-                                   partition=partition), "topic": topic})
+        events.append({**committed(draw(st.one_of(st.none(), st.integers(0, 8))),
+                                   group=draw(st.sampled_from(["g", "h"])), partition=partition), "topic": topic})
     events.append({"kind": "fault", "fault": "kill", "targets": ["kafka-1"], "start_ns": 1, "detail": {"x": [1]}})
     txns: list[Any] | None = None
     if transactional:
@@ -844,7 +848,8 @@ def test_spark_islands_are_the_grouping(spark: Any, name: str) -> None:
 def test_promises_are_read_from_the_scenario(spark: Any, tmp_path: Path) -> None:
     h = _with(clean(), reads=[read("p0", 1, 9)])
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
-    assert results["promises"] == {"idempotent": True, "ordered": True, "hanging_after_ms": 70000} and results["valid"] is False
+    assert (results["promises"] == {"idempotent": True, "ordered": True, "hanging_after_ms": 70000}
+            and results["valid"] is False)
 
 
 @pytest.mark.parametrize("ranges, packed", [
@@ -877,7 +882,8 @@ def test_complete_partitions_are_compared_as_runs() -> None:
 
     facts = Facts(complete={(0, 0): True, (0, 1): True, (0, 3): True, (0, 4): False, (1, 2): True, (2, 0): False},
                   topic_complete={})
-    assert complete_sql(facts) == ("((tid = 0 AND `partition` BETWEEN 0 AND 1) OR (tid = 0 AND `partition` BETWEEN 3 AND 3)"
+    assert complete_sql(facts) == ("((tid = 0 AND `partition` BETWEEN 0 AND 1)"
+                                   " OR (tid = 0 AND `partition` BETWEEN 3 AND 3)"
                                    " OR (tid = 1 AND `partition` BETWEEN 2 AND 2))")
     assert complete_sql(Facts(complete={(0, 0): False}, topic_complete={})) == "false"
 

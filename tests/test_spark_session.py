@@ -32,8 +32,9 @@ def test_each_history_size_gets_its_jvm() -> None:
 def test_the_jvm_accepts_the_compiler_directives() -> None:
     """A directives file the JVM cannot parse stops it from starting: every big check would fail."""
     [path] = [o.split("=", 1)[1] for o in options(None) if o.startswith("-XX:CompilerDirectivesFile=")]
-    result = subprocess.run([class_archive.java_command(), "-XX:+UnlockDiagnosticVMOptions", f"-XX:CompilerDirectivesFile={path}",
-                             "-XX:+CompilerDirectivesPrint", "-version"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([class_archive.java_command(), "-XX:+UnlockDiagnosticVMOptions",
+                             f"-XX:CompilerDirectivesFile={path}", "-XX:+CompilerDirectivesPrint", "-version"],
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 compiler directives added" in result.stdout
     listed = result.stdout.split("matching:", 1)[1].splitlines()[0]

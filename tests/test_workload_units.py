@@ -865,7 +865,8 @@ def test_application_consumers_pause_fetching_100ms_not_1s_unless_the_scenario_s
 
 @pytest.mark.parametrize("line, source", [(b"R 4 13100 p0 12 123456789", {}),
                                           (b"R 4 13100 - - 123456789", {}),
-                                          (b"R 4 13100 pipe0 3 123456789 p0 7", {"from_producer": "p0", "from_seq": 7})])
+                                          (b"R 4 13100 pipe0 3 123456789 p0 7",
+                                           {"from_producer": "p0", "from_seq": 7})])
 def test_the_java_read_backs_lines_are_the_records_json(tmp_path: Path, line: bytes, source: dict) -> None:
     """The Java reader's ``R`` lines become the same bytes as the record's dict (read_record's field order)."""
     (tmp_path / "history").mkdir()

@@ -56,8 +56,9 @@ BATCH = 500
 # How long librdkafka waits before it fetches again for a partition whose local queue is full (queued.min.messages,
 # 100k records): its default, 1 s, leaves a consumer that keeps up idle between fetches, and 0 makes its threads
 # spin a whole core while the application is slow; 100 ms does neither (the figures: benchmarks/README.md,
-# "Figures moved out of the code"). The Java consumer has no such pause. Only how soon the next fetch goes out changes, no delivery or commit semantics: application
-# consumers take it unless the scenario's config sets the key, and the read-back always.
+# "Figures moved out of the code"). The Java consumer has no such pause. Only how soon the next fetch goes out
+# changes, no delivery or commit semantics: application consumers take it unless the scenario's config sets the
+# key, and the read-back always.
 FETCH_BACKOFF = {"fetch.queue.backoff.ms": 100}
 BATCH_DONE_LINE = BATCH_DONE.encode()
 # the read-back's consume() size: small enough that a batch's messages and lines stay in the CPU's cache while
@@ -91,7 +92,8 @@ def effective_isolation(config: dict[str, Any], isolation: Isolation | None,
 
 def librdkafka_consumer_identity(settings: dict[str, Any]) -> dict[str, Any]:
     """What decides a librdkafka consumer's at-least-once / exactly-once behaviour, its defaults filled in."""
-    return {"isolation.level": effective_isolation(settings, None), "enable.auto.commit": settings["enable.auto.commit"],
+    return {"isolation.level": effective_isolation(settings, None),
+            "enable.auto.commit": settings["enable.auto.commit"],
             "auto.offset.reset": settings["auto.offset.reset"],
             "auto.commit.interval.ms": settings.get("auto.commit.interval.ms", 5000)}
 

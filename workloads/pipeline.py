@@ -121,7 +121,8 @@ class PipelineLoop:
     # ------------------------------------------------------------ the loop
 
     def run(self) -> None:
-        say_hello(self.out, self.identity)  # before init_transactions: a replacement may wait there for a frozen coordinator
+        # before init_transactions: a replacement may wait there for a frozen coordinator
+        say_hello(self.out, self.identity)
         try:
             if not self._init():
                 return

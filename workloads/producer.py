@@ -280,7 +280,8 @@ class ProduceLoop:
                     self.producer.poll(0.05)
                     self._report()
                 except KafkaException as e:  # refused before it entered the client's queue
-                    self._done.append(completed("fail", seq, None, None, self.clock.now_ns(), e.args[0].name()).encode())
+                    self._done.append(completed("fail", seq, None, None, self.clock.now_ns(),
+                                                e.args[0].name()).encode())
                     if e.args[0].fatal():  # this producer instance is finished: the harness replaces it
                         self._report()
                         raise

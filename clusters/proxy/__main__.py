@@ -2,8 +2,9 @@
 
 It listens on one port per broker (on ``--listen``, 127.0.0.1 by default; with ``--inter-broker HOST``, a
 second port per broker on HOST, for the brokers' own traffic), prints one JSON line
-``{"ports": {"1": 40123, ...}, "inter_broker_ports": {...}}`` on stdout once it listens, and takes commands on a Unix socket: one JSON
-object a line, one JSON answer a line (``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``).
+``{"ports": {"1": 40123, ...}, "inter_broker_ports": {...}}`` on stdout once it listens, and takes commands
+on a Unix socket: one JSON object a line, one JSON answer a line (``{"ok": true, ...}`` or
+``{"ok": false, "error": "..."}``).
 Commands (clusters/request_path.py is their only caller):
 
 - ``route`` broker, host, port, listener (clients, the default, or inter-broker): where new connections

@@ -170,7 +170,8 @@ def summary(api: int, body: dict[str, Any]) -> dict[str, Any]:
         out["partitions"] = sorted(f"{t.get('name', '')}-{p['index']}" for t in body.get("topic_data", [])
                                    for p in t.get("partition_data", []))
     elif api == 24:   # AddPartitionsToTxn v0-3: topics at the top; v4+: per transaction
-        topics = body.get("v3_and_below_topics") or [t for x in body.get("transactions", []) for t in x.get("topics", [])]
+        topics = body.get("v3_and_below_topics") or [t for x in body.get("transactions", [])
+                                                     for t in x.get("topics", [])]
         out["partitions"] = sorted(f"{t['name']}-{p}" for t in topics for p in t.get("partitions", []))
     elif api == 27:   # WriteTxnMarkers (a transaction coordinator's, to a partition leader): each marker's transaction
         out["markers"] = [{"producer_id": m.get("producer_id"), "producer_epoch": m.get("producer_epoch"),

@@ -60,7 +60,8 @@ class Exploration:
     """One exploration's folder and what it has done so far."""
 
     def __init__(self, explorable: Explorable, out: Path, seed: int, budget_min: float,
-                 runner: Runner = run_one, clock: Callable[[], float] = time.monotonic, engine: str | None = None) -> None:
+                 runner: Runner = run_one, clock: Callable[[], float] = time.monotonic,
+                 engine: str | None = None) -> None:
         self.ex, self.out, self.seed, self.budget_min = explorable, out, seed, budget_min
         self.args = ("--engine", engine) if engine else ()
         self.runner, self.clock = runner, clock
@@ -123,7 +124,8 @@ class Exploration:
                 record.report = f"{record.run_dir}/{REPORT}"
 
     def refused(self, trial: Trial, reason: str) -> None:
-        self.trials.append(TrialRecord(f"r{sum(t.outcome == 'refused' for t in self.trials) + 1:03d}", "explore", dict(trial.settings),
+        name = f"r{sum(t.outcome == 'refused' for t in self.trials) + 1:03d}"
+        self.trials.append(TrialRecord(name, "explore", dict(trial.settings),
                                        [dict(f) for f in trial.faults], trial.seed, [], "", 0.0,
                                        outcome="refused", reason=reason))
 

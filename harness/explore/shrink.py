@@ -69,7 +69,8 @@ class Simplifier:
             for name in f.get("options") or {}:
                 options = {k: v for k, v in f["options"].items() if k != name}
                 changed = {k: v for k, v in f.items() if k != "options"} | ({"options": options} if options else {})
-                yield _step(trial, f"fault {i + 1}'s {name} back to its default", faults=_with(trial.faults, i, changed))
+                yield _step(trial, f"fault {i + 1}'s {name} back to its default",
+                            faults=_with(trial.faults, i, changed))
 
     def _run(self, trial: Trial) -> Iterator[Trial]:
         now = self.value(trial, DURATION)

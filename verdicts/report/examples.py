@@ -137,5 +137,6 @@ def evidence(send: dict[str, Any], scan: Scan | None) -> list[dict[str, Any]]:
     if cut is not None:
         steps.append({**cut, "what": f"{cut['node']} truncated {topic}-{partition} to offset {cut['to_offset']:,}, "
                                      f"below the message's {offset:,}"
-                                     + (" (it had acknowledged the message as leader)" if cut["node"] == acking else "")})
+                                     + (" (it had acknowledged the message as leader)"
+                                        if cut["node"] == acking else "")})
     return sorted(steps, key=lambda e: e["time_ns"])

@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 def templates() -> Environment:
     """The Jinja environment of the offline pages (report and matrix), with their number and setting filters."""
     env = Environment(loader=PackageLoader("verdicts", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else ("—" if v is None else v)
+    env.filters["num"] = lambda v: (f"{v:,}" if isinstance(v, int) and not isinstance(v, bool)
+                                    else ("—" if v is None else v))
     env.filters["setting"] = lambda v: str(v).lower() if isinstance(v, bool) else v
     env.filters["pct"] = lambda n, d: percent(n, d)
     return env
@@ -77,7 +78,8 @@ def write_report(run: RunDir, results: dict[str, Any], scenario: dict[str, Any] 
     use_series(scan, results)
     counts = results.get("counts") or {}
     notes = list(scan.notes) + [n for n in (version_note(scan),) if n]
-    scan.totals = {name: counts[name] for name in ("lost", "duplicated", "divergent") if isinstance(counts.get(name), int)}
+    scan.totals = {name: counts[name] for name in ("lost", "duplicated", "divergent")
+                   if isinstance(counts.get(name), int)}
     breakdown = results.get("breakdown") if isinstance(results.get("breakdown"), dict) else None
     if breakdown is None:
         notes.append(f"counts per partition and per fault: {NO_BREAKDOWN}")
