@@ -312,3 +312,23 @@ def test_the_budget_ends_an_exploration_and_an_unjudged_trial_is_run_again(tmp_p
     assert ex.trials[0].outcome == "not_judged" and ex.trials[1].outcome == "allowed"  # acks=1 loss: allowed
     assert not ex.findings and ex.exit_code() == EXIT_VALID
     assert 0 < len(runner.runs) <= 5  # 60 s a run in a 5-minute budget
+
+
+@dataclass
+class StoppedOutcome:
+    code: int
+    run_dir: str | None
+    output: str
+
+
+def test_a_run_stopped_by_a_harness_error_is_not_judged_with_what_it_said(tmp_path: Path) -> None:
+    """`kchaos run` that stops before it names its run directory (the cluster never recovered): the explorer
+    finds the directory it made, and the trial's reason is the run's own last line."""
+    def stopped(variant: Variant, out: Path, logs: Path) -> StoppedOutcome:
+        (out / variant.name / "20261128T000000.000000Z" / "history").mkdir(parents=True)
+        return StoppedOutcome(EXIT_HARNESS, None, "parsing...\nkchaos: the cluster did not recover after the "
+                              "faults were healed: broker2 not ready after 90s\n")
+    ex = Exploration(load_space(KNOWN), tmp_path / "x", 1, budget_min=5, runner=stopped)
+    record = ex.run(ex.draw(1), "explore")
+    assert record.outcome == "not_judged" and record.run_dir == "runs/acks1-known-loss-t001/20261128T000000.000000Z"
+    assert record.reason == "the cluster did not recover after the faults were healed: broker2 not ready after 90s"

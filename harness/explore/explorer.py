@@ -105,15 +105,25 @@ class Exploration:
         outcome = self.runner(Variant(scenario_name, path, args=self.args), self.out / "runs", self.out / "logs")
         record.seconds = round(self.clock() - started, 1)
         record.code = outcome.code
-        verdict = trial_verdict(Path(outcome.run_dir) if outcome.run_dir else None, self.hunt)
-        if verdict.outcome == "error" and outcome.code not in (EXIT_VALID, EXIT_INVALID, EXIT_HARNESS):
+        run_dir = outcome.run_dir or self._made(scenario_name)
+        verdict = trial_verdict(Path(run_dir) if run_dir else None, self.hunt)
+        said = harness_error(getattr(outcome, "output", "") or "")
+        if verdict.outcome in ("error", "not_judged") and said:
+            verdict.reason = said  # what the run itself said stopped it, over "results.json: missing"
+        elif verdict.outcome == "error" and outcome.code not in (EXIT_VALID, EXIT_INVALID, EXIT_HARNESS):
             verdict.reason = f"kchaos run exited {outcome.code}"
-        self._note(record, verdict, outcome.run_dir)
+        self._note(record, verdict, run_dir)
         print(f"explore: {name}: {verdict.outcome}"
               f"{' (' + ', '.join(verdict.anomalies) + ')' if verdict.anomalies else ''}"
               f"{': ' + verdict.reason if verdict.reason else ''}", flush=True)
         self.save()
         return record
+
+    def _made(self, scenario_name: str) -> str | None:
+        """The run directory a run that stopped before saying it left (a harness error: the cluster never
+        recovered), if it made one."""
+        made = sorted((self.out / "runs" / scenario_name).glob("*/"))
+        return str(made[-1]) if made else None
 
     def _note(self, record: TrialRecord, verdict: TrialVerdict, run_dir: str | None) -> None:
         record.outcome, record.anomalies, record.allowed = verdict.outcome, verdict.anomalies, verdict.allowed
@@ -228,6 +238,12 @@ class Exploration:
             return EXIT_INVALID
         judged = any(t.purpose in ("explore", "retry") and t.outcome in ("clean", "allowed") for t in self.trials)
         return EXIT_VALID if judged else EXIT_HARNESS
+
+
+def harness_error(output: str) -> str:
+    """The one line ``kchaos run`` ends with when it stops on an error (``kchaos: ...``), or empty."""
+    said = [line.removeprefix("kchaos: ").strip() for line in output.splitlines() if line.startswith("kchaos: ")]
+    return said[-1] if said else ""
 
 
 def default_folder(space_file: Path) -> Path:
