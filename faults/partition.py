@@ -172,12 +172,14 @@ class PartitionFault(Fault):
 
     @classmethod
     def check_inner(cls, options: PartitionOptions, inner: type[Fault]) -> None:
-        """A node restarted while cut from the metadata quorum (isolate, zookeeper) can never register, so the
-        inner fault's heal, which waits until it serves, could never finish (the catalogue says which kinds restart
-        a node; a restarted client needs no quorum)."""
+        """A node restarted or thawed while cut from the metadata quorum (isolate, zookeeper) cannot register
+        again (a thawed broker whose session expired must), so the inner fault's heal, which waits until it
+        serves, could never finish (the catalogue says which kinds restart or stop a node; a restarted client
+        needs no quorum)."""
         mode = options.mode
-        if inner.victim == "node" and inner.restarts and mode in ("isolate", "zookeeper"):
-            raise FaultError(f"{inner.kind} nested in a partition in mode {mode} restarts its victim while it is "
+        if inner.victim == "node" and (inner.restarts or inner.stops_process) and mode in ("isolate", "zookeeper"):
+            what = "restarts" if inner.restarts else "thaws"
+            raise FaultError(f"{inner.kind} nested in a partition in mode {mode} {what} its victim while it is "
                              "cut from the metadata quorum: it could never register and the fault never heal "
                              "(mode brokers keeps the quorum reachable)")
 

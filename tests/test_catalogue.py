@@ -164,9 +164,11 @@ def test_fault_kinds_are_told_apart_by_colour_and_noun() -> None:
     assert not [w for w, n in Counter(k.noun[0] for k in kinds).items() if n > 1]
 
 
-@pytest.mark.parametrize("kind", sorted(k.name for k in FAULT_KINDS.values() if k.victim == "node" and k.restarts))
-def test_a_fault_that_restarts_a_node_is_refused_inside_an_isolating_partition(kind: str) -> None:
-    with pytest.raises(FaultError, match=f"{kind} nested in a partition in mode isolate restarts its victim"):
+@pytest.mark.parametrize("kind", sorted(k.name for k in FAULT_KINDS.values()
+                                         if k.victim == "node" and (k.restarts or k.stops_process)))
+def test_a_fault_that_restarts_or_stops_a_node_is_refused_inside_an_isolating_partition(kind: str) -> None:
+    what = "restarts" if FAULT_KINDS[kind].restarts else "thaws"
+    with pytest.raises(FaultError, match=f"{kind} nested in a partition in mode isolate {what} its victim"):
         PartitionFault.check_inner(PartitionFault.check_options({"mode": "isolate"}), FAULTS[kind])
     PartitionFault.check_inner(PartitionFault.check_options({"mode": "brokers"}), FAULTS[kind])
 
