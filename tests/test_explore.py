@@ -293,6 +293,8 @@ def test_an_exploration_finds_shrinks_confirms_and_writes_its_folder(tmp_path: P
     assert purposes[:4] == ["explore", "shrink", "shrink", "confirm"]
     page = (out / "index.html").read_text()
     assert "Finding 1" in page and "removed fault 2" in page and 'class="finding explore"' in page
+    drawn = sum(t["purpose"] == "explore" and t["outcome"] != "refused" for t in data["trials"])
+    assert f"{drawn} trials drawn:" in page
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == str(len(data["findings"]))
     # every trial file is a scenario kchaos run takes as it is

@@ -121,7 +121,7 @@ def write_page(folder: Path) -> Path:
     shrunk scenario, its rate and the runs behind it."""
     data = read_exploration(folder)
     trials = data["trials"]
-    counts = Counter(t["outcome"] for t in trials if t["purpose"] == "explore")
+    counts = Counter(t["outcome"] for t in trials if t["purpose"] == "explore" and t["outcome"] != "refused")
     html = templates().get_template("exploration.html.j2").render(
         data=data, trials=trials, counts=counts, outcomes=OUTCOMES, coverage=coverage(trials),
         refused=sum(1 for t in trials if t["outcome"] == "refused"))
