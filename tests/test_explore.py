@@ -39,13 +39,13 @@ def kinds(trial: Trial) -> list[str]:
 def test_every_space_in_the_repository_loads_and_its_draws_run(path: Path) -> None:
     ex = load_space(path)
     drawn = 0
-    for number in range(1, 25):
+    for number in range(1, 11):
         try:
             ex.validate(ex.draw(1, number), ex.space.name)
             drawn += 1
         except HarnessError:
             pass  # settings that cannot go together: the explorer draws again
-    assert drawn >= 12
+    assert drawn >= 5
 
 
 def test_draws_are_reproducible_and_differ_by_number_and_seed() -> None:
@@ -55,10 +55,14 @@ def test_draws_are_reproducible_and_differ_by_number_and_seed() -> None:
     assert ex.draw(7, 3) != ex.draw(8, 3)
 
 
-def test_the_known_answer_seed_draws_a_leader_kill_first() -> None:
-    """The cluster test relies on it: trial 1 of seed 1 holds a leader kill and one other fault."""
-    first = load_space(KNOWN).draw(1, 1)
-    assert "kill" in kinds(first) and len(first.faults) == 2
+KNOWN_SEED = 26  # trial 1: a slow network, then a leader kill (the cluster test's)
+
+
+def test_the_known_answer_seed_draws_another_fault_then_a_leader_kill() -> None:
+    """The cluster test relies on it: trial 1 of KNOWN_SEED is a fault that loses nothing, then a leader kill, so
+    shrinking it takes one candidate (three runs with the confirmation)."""
+    first = load_space(KNOWN).draw(KNOWN_SEED, 1)
+    assert kinds(first) == ["slow-network", "kill"] and first.faults[1]["target"] == "partition-leader"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -279,20 +283,21 @@ class FakeRunner:
 def test_an_exploration_finds_shrinks_confirms_and_writes_its_folder(tmp_path: Path) -> None:
     runner = FakeRunner()
     out = tmp_path / "x"
-    assert explore(KNOWN, 12, 1, out, tmp_path / "junit.xml", runner=runner, clock=runner.clock) == EXIT_INVALID
+    assert explore(KNOWN, 12, KNOWN_SEED, out, tmp_path / "junit.xml", runner=runner,
+                   clock=runner.clock) == EXIT_INVALID
     data = json.loads((out / "exploration.json").read_text())
     assert data["findings"], data["trials"]
     finding = data["findings"][0]
     assert finding["anomaly"] == "lost" and finding["rate"] == [1, 1] and finding["trial"] == "t001"
-    assert finding["steps"] == ["removed fault 2 (slow-network random-broker) (shown by run 1 of up to 1)"]
+    assert finding["steps"] == ["removed fault 1 (slow-network random-broker) (shown by run 1 of up to 1)"]
     text = (out / finding["scenario"]).read_text()
     shrunk = yaml.safe_load(text)
     assert [f["kind"] for f in shrunk["faults"]] == ["kill"] and shrunk["expect"] == {"lost": ">0"}
     assert text.startswith("# Found by `kchaos explore ") and "t001" in text and "1 of 1 runs" in text
     purposes = [t["purpose"] for t in data["trials"]]
-    assert purposes[:4] == ["explore", "shrink", "shrink", "confirm"]
+    assert purposes[:3] == ["explore", "shrink", "confirm"]
     page = (out / "index.html").read_text()
-    assert "Finding 1" in page and "removed fault 2" in page and 'class="finding explore"' in page
+    assert "Finding 1" in page and "removed fault 1" in page and 'class="finding explore"' in page
     drawn = sum(t["purpose"] == "explore" and t["outcome"] != "refused" for t in data["trials"])
     assert f"{drawn} trials drawn:" in page
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
@@ -308,7 +313,7 @@ def test_the_budget_ends_an_exploration_and_an_unjudged_trial_is_run_again(tmp_p
     space.write_text(KNOWN.read_text().replace("../scenarios/", str(REPO / "scenarios") + "/")
                      .replace("retries: 0", "retries: 1").replace("hunt: [lost]", "hunt: []"))
     runner = FakeRunner(unjudged=1)
-    ex = Exploration(load_space(space), tmp_path / "x", 1, budget_min=5, runner=runner, clock=runner.clock)
+    ex = Exploration(load_space(space), tmp_path / "x", KNOWN_SEED, budget_min=5, runner=runner, clock=runner.clock)
     ex.explore()
     assert [t.purpose for t in ex.trials[:2]] == ["explore", "retry"]
     assert ex.trials[0].outcome == "not_judged" and ex.trials[1].outcome == "allowed"  # acks=1 loss: allowed

@@ -1,8 +1,9 @@
 """The explorer on a real cluster, on the space whose answer is known (spaces/acks1-known-loss.yaml): trial 1 of
-seed 1 puts a leader kill and a slow network on an acks=1 cluster; the explorer must find the loss, keep it when
-the slow network is removed, lose it when the kill is removed, and write out a scenario with the kill alone.
+seed 26 puts a slow network and then a leader kill on an acks=1 cluster; the explorer must find the loss, keep it
+when the slow network is removed, and write out a scenario with the kill alone.
 
-Four runs of 20 s (the trial, two candidates, one confirmation), checked by the reference checker.
+Three runs of 12 s on a small KRaft cluster (the trial, one candidate, one confirmation), checked by the
+reference checker; that a candidate which loses the anomaly is given up is the unit tests' (tests/test_explore.py).
 """
 
 from __future__ import annotations
@@ -24,21 +25,18 @@ REPO = Path(__file__).resolve().parent.parent
 def test_the_known_answer_space_finds_loss_and_shrinks_it_to_one_leader_kill(tmp_path: Path) -> None:
     out = tmp_path / "explore"
     result = subprocess.run([sys.executable, "-m", "harness.cli", "explore", "spaces/acks1-known-loss.yaml",
-                             "--seed", "1", "--trials", "1", "--budget-min", "10", "--out", str(out),
-                             "--engine", "python",
-                             "--junit", str(tmp_path / "junit.xml")],
+                             "--seed", "26", "--trials", "1", "--budget-min", "10", "--out", str(out),
+                             "--engine", "python", "--junit", str(tmp_path / "junit.xml")],
                             cwd=REPO, capture_output=True, text=True, timeout=900)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]  # 1: a finding
     data = json.loads((out / "exploration.json").read_text())
     first = data["trials"][0]
     assert first["outcome"] == "finding" and first["anomalies"][0] == "lost", first
-    assert sorted(f["kind"] for f in first["faults"]) == ["kill", "slow-network"]
+    assert [f["kind"] for f in first["faults"]] == ["slow-network", "kill"]
     finding = data["findings"][0]
     shrinking = [t for t in data["trials"] if t["purpose"] == "shrink" and t["finding"] == 1]
-    # without the kill nothing is lost (the candidate is given up); without the slow network the loss stays
-    assert [t["faults"][0]["kind"] for t in shrinking] == ["slow-network", "kill"], shrinking
-    assert shrinking[0]["outcome"] == "allowed" or shrinking[0]["outcome"] == "clean", shrinking[0]
-    assert "lost" in shrinking[1]["anomalies"]
+    assert [[f["kind"] for f in t["faults"]] for t in shrinking] == [["kill"]], shrinking
+    assert "lost" in shrinking[0]["anomalies"]
     shrunk = yaml.safe_load((out / finding["scenario"]).read_text())
     assert [(f["kind"], f["target"]) for f in shrunk["faults"]] == [("kill", "partition-leader")]
     assert finding["rate"] == [1, 1] and shrunk["expect"] == {"lost": ">0"}
