@@ -216,16 +216,17 @@ def _hanging_after_ms(scenario: dict[str, Any]) -> int:
         return DEFAULT_TRANSACTION_TIMEOUT_MS + DEFAULT_TXN_CLEANUP_INTERVAL_MS
 
 
+def invalidating(idempotent: bool, ordered: bool) -> tuple[str, ...]:
+    """The anomalies that make a run invalid under these promises, in catalogue order (the catalogue's rule,
+    docs/anomalies.md): violations always, duplicates where idempotent, reorders where order was promised. A part
+    of another anomaly (lost_after_read, of lost) is judged by its whole."""
+    severities = [VIOLATION, *([IF_IDEMPOTENT] if idempotent else []), *([IF_ORDERED] if ordered else [])]
+    return tuple(name for name in with_severity(*severities) if ANOMALY_INFO[name].part_of is None)
+
+
 def validity(counts: dict[str, int], promises: Promises) -> bool:
-    """The catalogue's rule (docs/anomalies.md): no violation, no duplicate where idempotent, no reorder where order
-    was promised (the catalogue's severities). A part of another anomaly (lost_after_read, of lost) is judged by
-    its whole."""
-    severities = [VIOLATION]
-    if promises.idempotent:
-        severities.append(IF_IDEMPOTENT)
-    if promises.ordered:
-        severities.append(IF_ORDERED)
-    return not any(counts[name] for name in with_severity(*severities) if ANOMALY_INFO[name].part_of is None)
+    """No anomaly that makes a run invalid under the producers' promises (``invalidating``)."""
+    return not any(counts[name] for name in invalidating(promises.idempotent, promises.ordered))
 
 
 def results_document(checker: str, counts: dict[str, int], promises: Promises, cut_short: bool,

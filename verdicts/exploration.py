@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from catalogue.anomalies import ANOMALY_LIST, IF_IDEMPOTENT, IF_ORDERED, VIOLATION
+from catalogue.anomalies import ANOMALY_LIST
+from checkers.anomalies import invalidating
 from rundir.documents import read_results, read_scenario, write_atomically
 from rundir.layout import RunDir
 from rundir.lines import HistoryError
@@ -49,8 +50,7 @@ def judged_anomalies(results: dict[str, Any], scenario: dict[str, Any] | None,
                      hunt: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
     """The findings of checked results (in catalogue order), and the anomalies the settings allow."""
     promises = results.get("promises") or {}
-    severities = {VIOLATION} | ({IF_IDEMPOTENT} if promises.get("idempotent") else set()) \
-        | ({IF_ORDERED} if promises.get("ordered") else set())
+    flagged = invalidating(bool(promises.get("idempotent")), bool(promises.get("ordered")))
     counts = results.get("counts") or {}
     cfg, faults = durability_config(scenario), planned_faults(scenario)
     found, allowed = [], {}
@@ -59,7 +59,7 @@ def judged_anomalies(results: dict[str, Any], scenario: dict[str, Any] | None,
             continue
         if a.name in hunt:
             found.append(a.name)
-        elif a.severity in severities:
+        elif a.name in flagged:
             why = allowance(a.name, cfg, faults)
             if why is None:
                 found.append(a.name)

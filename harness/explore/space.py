@@ -16,22 +16,18 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from catalogue.anomalies import ANOMALY_INFO
 from catalogue.exits import HarnessError
 from faults.base import FaultError
 from faults.registry import FAULTS
 from faults.targets import TARGETS
-from harness.scenario import Scenario, apply_override, one_line, read_mapping
+from harness.scenario import Scenario, Strict, apply_override, one_line, read_mapping
 
 Scalar = Union[bool, int, float, str, None]
 MOVES = ("faults", "nesting", "durations", "options", "run", "load", "settings")
 Move = Literal["faults", "nesting", "durations", "options", "run", "load", "settings"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Between(Strict):
