@@ -13,7 +13,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_args
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -26,8 +26,8 @@ from faults.targets import TARGETS
 from harness.scenario import Scenario, Strict, apply_override, one_line, read_mapping
 
 Scalar = Union[bool, int, float, str, None]
-MOVES = ("faults", "nesting", "durations", "options", "run", "load", "settings")
 Move = Literal["faults", "nesting", "durations", "options", "run", "load", "settings"]
+MOVES: tuple[str, ...] = get_args(Move)
 
 
 class Between(Strict):
