@@ -299,7 +299,8 @@ def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
     from spark_analysis.checker import check_run
     from spark_analysis.columnar import remove
     from spark_analysis.columnar_reader import conversion_tasks, convert_history
-    from spark_analysis.session import converts_on_executors, history_bytes, jvm_pid, master_url, spark_session
+    from spark_analysis.session import (converts_on_executors, history_bytes, is_connect, jvm_pid, master_url,
+                                        spark_session)
 
     history = run / "history"
     for cache in history.glob("*.parquet"):
@@ -312,18 +313,18 @@ def measure_spark(run: Path, history_format: str = "parquet") -> dict[str, Any]:
     started = time.perf_counter()
     spark = spark_session(history_bytes=history_bytes(history))
     if by_tasks:  # a cluster's executors start after the session: the start includes them (a first, empty job)
-        spark.sparkContext.parallelize([0, 1], 2).count()
+        spark.range(0, 2, 1, 2).count()
     session_s = time.perf_counter() - started
     if by_tasks:
         started = time.perf_counter()
         convert_history(history, conversion_tasks(spark))
         convert_s = time.perf_counter() - started
-    pid = jvm_pid(spark)
+    pid = None if is_connect(spark) else jvm_pid(spark)  # a Connect server's: the parent measures it (``server``)
     started = time.perf_counter()
     results = check_run(run, spark, history_format=history_format)
     check_s = time.perf_counter() - started
-    peak = vm_hwm_bytes(pid)
-    cpu = cpu_seconds(pid) + cpu_seconds(os.getpid())
+    peak = vm_hwm_bytes(pid) if pid else 0
+    cpu = (cpu_seconds(pid) if pid else 0.0) + cpu_seconds(os.getpid())
     spark.stop()
     return {"convert_s": convert_s, "session_s": session_s, "check_s": check_s, "peak_rss": peak, "cpu_s": cpu,
             "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -504,9 +505,10 @@ def measure_duckdb(run: Path, source: str = "parquet") -> dict[str, Any]:
             "counts": dict(zip(DUCKDB_COUNTS, map(int, row))), "valid": None}
 
 
-def in_child(engine: str, run: Path, cluster: Any = None) -> dict[str, Any]:
+def in_child(engine: str, run: Path, cluster: Any = None, server: Any = None) -> dict[str, Any]:
     """Measure in a fresh process, so that its memory peak and start-up are its own; ``spark-tasks`` in local mode
-    with the conversion as Spark tasks, ``standalone`` on ``cluster`` (whose CPU is added to the child's)."""
+    with the conversion as Spark tasks, ``standalone`` on ``cluster`` (whose CPU is added to the child's),
+    ``server`` through the warm checker server ``server`` (its CPU added, its peak resident set the peak)."""
     from spark_analysis.session import CONVERT_ENV
     from spark_analysis.standalone import cluster_env, cpu_seconds
 
@@ -518,7 +520,10 @@ def in_child(engine: str, run: Path, cluster: Any = None) -> dict[str, Any]:
                                   "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={EXECUTOR_MEMORY} "
                                                          "pyspark-shell"}
         before = cpu_seconds(cluster.pgids)
-    measure = "spark" if engine in ("spark-tasks", "standalone") else engine
+    if engine.startswith("server"):
+        env["SPARK_REMOTE"] = server.url
+        before = cpu_seconds((server.pid,))
+    measure = "spark" if engine in ("spark-tasks", "standalone") or engine.startswith("server") else engine
     proc = subprocess.run([sys.executable, __file__, "--measure", measure, str(run)], capture_output=True, text=True,
                           env=env)
     if proc.returncode != 0:
@@ -527,7 +532,34 @@ def in_child(engine: str, run: Path, cluster: Any = None) -> dict[str, Any]:
     if engine == "standalone":
         time.sleep(2)  # the executors end with the application: their CPU reaches the workers' children's times
         measured["cpu_s"] += cpu_seconds(cluster.pgids) - before
+    if engine.startswith("server"):
+        measured["cpu_s"] += cpu_seconds((server.pid,)) - before
+        measured["peak_rss"] = vm_hwm_bytes(server.pid)
     return measured
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def through_the_server(name: str, results: dict[str, dict[str, Any]]) -> str:
+    """The checks through the warm server against the in-process one: medians, and the ratio to DuckDB's."""
+    import statistics
+
+    checks = [r for engine, r in results.items() if engine.startswith("server-")]
+    check = statistics.median(r["check_s"] for r in checks)
+    whole = statistics.median(r["convert_s"] + r["session_s"] + r["check_s"] for r in checks)
+    spark = results["spark"]
+    line = (f"# {name}: through the warm server, median of {len(checks)}: check {check:.1f} s, with conversion and "
+            f"session {whole:.1f} s; in-process: check {spark['check_s']:.1f} s, with the session's start "
+            f"{spark['convert_s'] + spark['session_s'] + spark['check_s']:.1f} s")
+    if "duckdb" in results:
+        line += f"; DuckDB {results['duckdb']['check_s']:.1f} s: {check / results['duckdb']['check_s']:.1f}x"
+    return line
 
 
 EXECUTOR_MEMORY = "3g"  # as the local-mode driver's, which holds the executors there
@@ -575,6 +607,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standalone", type=int, metavar="WORKERS",
                         help="also convert and check as Spark tasks: in local mode, and on a standalone cluster of "
                              "this many workers that the benchmark starts")
+    parser.add_argument("--server", type=int, metavar="CHECKS",
+                        help="also check through a warm checker server (`kchaos spark up`, started for the benchmark "
+                             "and warmed), this many times, each in a fresh process as a nightly's runs do")
     parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -604,10 +639,20 @@ def main(argv: list[str] | None = None) -> int:
             cluster = stack.enter_context(standalone_cluster(workdir, args.standalone, cores, WORKER_MEMORY))
             print(f"# standalone cluster {cluster.url}: {args.standalone} workers of {cores} cores, "
                   f"executors of {EXECUTOR_MEMORY}", flush=True)
-        return run_sizes(args, kinds, duckdb, cluster)
+        server = None
+        if args.server:
+            from spark_analysis import server as checker_server
+
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-bench-server-")))
+            stack.callback(checker_server.down, folder)
+            started = time.perf_counter()
+            server, _ = checker_server.up(port=free_port(), folder=folder)
+            print(f"# checker server {server.url}: up and warm in {time.perf_counter() - started:.1f} s "
+                  f"(its warm-up check {server.warm_s:.1f} s)", flush=True)
+        return run_sizes(args, kinds, duckdb, cluster, server)
 
 
-def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster: Any) -> int:
+def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster: Any, server: Any = None) -> int:
     """Generate (or reuse) each history and measure every engine on it."""
     try:
         for millions, transactional in ((m, t) for m in args.millions for t in kinds):
@@ -626,11 +671,12 @@ def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster
             # DuckDB right after Spark: it reads the caches Spark's conversion wrote (spark-json deletes them)
             engines = ["spark"] + (["duckdb", "duckdb-json"] if duckdb and not transactional else []) + (
                 ["spark-json"] if args.json else []) + (["python"] if millions <= args.python_max_millions else []) + (
-                ["spark-tasks", "standalone"] if cluster is not None else [])
+                ["spark-tasks", "standalone"] if cluster is not None else []) + (
+                [f"server-{i + 1}" for i in range(args.server)] if server is not None else [])
             results = {}
             for engine in engines:
                 before = os.getloadavg()[0]
-                m = in_child(engine, run, cluster)
+                m = in_child(engine, run, cluster, server)
                 results[engine] = m | {"engine": engine, "load": f"{before:.1f} → {os.getloadavg()[0]:.1f}"}
                 found = {k: v for k, v in m["counts"].items() if v and k not in (
                     "sent", "acked", "failed", "reads_live", "reads_final")}
@@ -646,6 +692,8 @@ def run_sizes(args: argparse.Namespace, kinds: list[bool], duckdb: bool, cluster
                 print(f"# {run.name}: spark and python counts {'agree' if same else 'DISAGREE'}", flush=True)
             if "duckdb" in results:
                 print(side_by_side(run.name, results), flush=True)
+            if server is not None:
+                print(through_the_server(run.name, results), flush=True)
             if cluster is not None:
                 print(conversions(run.name, results, args.standalone), flush=True)
             if not args.keep:

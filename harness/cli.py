@@ -17,6 +17,8 @@ from harness.shard import Shard, parse_shard
 from rundir.layout import JUNIT
 from rundir.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, ENGINES
+from spark_analysis.server import DEFAULT_PORT, spark_cmd
+from spark_analysis.session import is_remote
 from verdicts.merge import matrix_cmd
 from verdicts.report import report_cmd
 from verdicts.verdict import judge
@@ -66,9 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (run, check):
         command.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                              help="checker: spark (default, any size) or python (the reference, small runs)")
-        command.add_argument("--spark-master", metavar="URL",
-                             help="run the Spark checker on this cluster, e.g. spark://host:7077 "
-                                  "(default: SPARK_MASTER, else local mode on every core)")
+        where = command.add_mutually_exclusive_group()
+        where.add_argument("--spark-master", metavar="URL",
+                           help="run the Spark checker on this cluster, e.g. spark://host:7077 "
+                                "(default: SPARK_MASTER, else the server of `kchaos spark up` when it is up, "
+                                "else local mode on every core)")
+        where.add_argument("--spark-remote", metavar="URL",
+                           help="check through this Spark Connect server, e.g. sc://host:15002 (default: "
+                                "SPARK_REMOTE); its executors must see the run directory at the same path")
 
     report = sub.add_parser("report", help="write RUN/report.html from RUN/results.json and the history")
     report.add_argument("run_dir", type=Path, help="a checked run directory, runs/<scenario>/<timestamp>")
@@ -116,6 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--trials", type=int, metavar="N", help="draw at most N trials (each finding is still "
                          "shrunk and confirmed)")
 
+    spark = sub.add_parser("spark", help="start, inspect and stop the warm checker server (Spark Connect) that "
+                           "checks go through while it is up")
+    ssub = spark.add_subparsers(dest="action", required=True, metavar="ACTION")
+    spark_up = ssub.add_parser("up", help="start the server on this machine and warm it (nothing if it is up)")
+    spark_up.add_argument("--port", type=int, default=DEFAULT_PORT,
+                          help=f"the loopback port it listens on (default {DEFAULT_PORT})")
+    spark_up.add_argument("--master", default="local[*]",
+                          help="where its jobs run (default local[*]; or spark://host:7077)")
+    spark_up.add_argument("--no-warm", dest="warm", action="store_false",
+                          help="do not check a made-up run through it first")
+    ssub.add_parser("status", help="say whether it is up, where, and since when")
+    ssub.add_parser("down", help="stop it and remove its shuffle files")
+
     cluster = sub.add_parser("cluster", help="start, inspect and remove a cluster by hand")
     csub = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = csub.add_parser("up", help="start a cluster and keep it until `kchaos cluster down`")
@@ -158,13 +178,24 @@ def writable_root(path: Path) -> Path:
     return path
 
 
+def spark_at(args: argparse.Namespace) -> str | None:
+    """Where the Spark checker runs: --spark-remote's Connect URL, else --spark-master's (the checker tells them
+    apart by the sc:// scheme; spark_analysis/session.py's remote_url)."""
+    if args.spark_remote is not None and not is_remote(args.spark_remote):
+        raise HarnessError(f"--spark-remote {args.spark_remote}: not a Spark Connect URL (sc://host:port)")
+    return args.spark_remote or args.spark_master
+
+
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "check":
-        return judge(directory(args.run_dir, "a run directory"), args.engine, args.spark_master)
+        return judge(directory(args.run_dir, "a run directory"), args.engine, spark_at(args))
     if args.command == "report":
         return report_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "forensics":
         return forensics_cmd(directory(args.run_dir, "a run directory"))
+    if args.command == "spark":
+        return spark_cmd(args.action, getattr(args, "port", DEFAULT_PORT), getattr(args, "master", "local[*]"),
+                         getattr(args, "warm", True))
     if args.command == "matrix":
         roots = [directory(root, "a folder of run directories") for root in args.runs_root]
         return matrix_cmd(roots, writable_root(args.out) if args.out else roots[0], args.junit)
@@ -177,7 +208,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return commands.validate(args.scenario, args.overrides)
     if args.command == "run":
         return commands.run(args.scenario, args.overrides, args.seed, writable_root(args.out), args.engine,
-                            args.spark_master)
+                            spark_at(args))
     if args.command == "nightly":
         return nightly(directory(args.scenarios, "a folder of scenario files"), writable_root(args.out),
                        args.junit or args.out / JUNIT, shard=args.shard,

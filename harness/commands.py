@@ -21,6 +21,7 @@ from harness import cluster_cmd
 from harness.run import run_scenario
 from harness.scenario import load_scenario
 from rundir.phases import PhaseTimer
+from spark_analysis.session import remote_url
 from spark_analysis.warm import WarmSession
 from verdicts.verdict import judge
 
@@ -57,7 +58,8 @@ def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, 
     Its last line says how long each phase took (rundir/phases.py)."""
     scenario = load_scenario(scenario_file, overrides, seed)
     timer = PhaseTimer()
-    warm = WarmSession(spark_master) if engine == "spark" else None  # started while the run settles
+    # started while the run settles; a Spark Connect server (`kchaos spark up`, --spark-remote) is warm already
+    warm = WarmSession(spark_master) if engine == "spark" and remote_url(spark_master) is None else None
     try:
         outcome = run_scenario(scenario, out, timer, on_settled=None if warm is None else warm.start)
         print(f"run directory: {outcome.run_dir}")

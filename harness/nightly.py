@@ -27,6 +27,7 @@ from harness.scenario import load_scenario
 from harness.shard import Shard, expected_seconds, load_seconds, partition
 from rundir.layout import NIGHTLY_LOGS
 from rundir.phases import parse_phases
+from spark_analysis.server import for_runs
 from verdicts.junit import (TIMINGS, Outcome, append_step_summary, clear_outcomes, load_outcomes, load_timings,
                             nightly_exit_code, save_outcome, save_shard, save_timings, step_summary, summary_line,
                             write_junit)
@@ -214,15 +215,18 @@ def nightly(scenarios: Path, out: Path, junit: Path,
     started = time.monotonic()
     overheads: list[float] = []
     by_phase: list[dict[str, float]] = []
-    for variant in mine:
-        print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
-        outcome = runner(variant, out, log_dir)
-        outcome.order = order[variant.name]
-        save_outcome(log_dir, outcome, out)
-        overheads.append(outcome.seconds - variant.load_s)
-        by_phase.append(overhead_phases(parse_phases(outcome.output), outcome.seconds, variant.load_s))
-        print(f"{variant.name}: {outcome.seconds:.0f} s, of which overhead {overheads[-1]:.1f} s (cluster start, "
-              f"read-back, check, report, teardown: all but the {variant.load_s:.0f} s of workload and settling)")
+    # every run's Spark check goes through one warm checker server (spark_analysis/server.py), not a JVM each
+    with for_runs(runner is run_one):
+        for variant in mine:
+            print(f"== {variant.name} ({' '.join([str(variant.path), *variant.overrides])})", flush=True)
+            outcome = runner(variant, out, log_dir)
+            outcome.order = order[variant.name]
+            save_outcome(log_dir, outcome, out)
+            overheads.append(outcome.seconds - variant.load_s)
+            by_phase.append(overhead_phases(parse_phases(outcome.output), outcome.seconds, variant.load_s))
+            print(f"{variant.name}: {outcome.seconds:.0f} s, of which overhead {overheads[-1]:.1f} s (cluster "
+                  f"start, read-back, check, report, teardown: all but the {variant.load_s:.0f} s of workload and "
+                  "settling)")
     wall_s = time.monotonic() - started
     matrix = write_matrix(out)
     outcomes = load_outcomes(log_dir)

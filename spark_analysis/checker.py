@@ -65,7 +65,8 @@ from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import conversion_tasks, convert_history
 from spark_analysis.reader import SparkHistory
-from spark_analysis.session import converts_on_executors, history_bytes, master_url, spark_session
+from spark_analysis.session import (converts_on_executors, end_session, history_bytes, master_of, master_url,
+                                    remote_url, spark_session)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,15 +92,21 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     history_dir = run_dir / "history"
     require_history(history_dir)  # the cheap checks come before Spark starts
     parquet = input_format(history_format) == "parquet"
-    # the driver converts before Spark starts; a cluster's executors once the session is up
-    early = parquet and not converts_on_executors(spark.sparkContext.master if spark else master_url(spark_master))
-    files = convert_history(history_dir) if early else None
-    own = spark is None
+    own = False
     if spark is None:
         from pyspark.sql import SparkSession
 
-        own = SparkSession.getActiveSession() is None
+        active = SparkSession.getActiveSession()
+        own = active is None
+        # a Spark Connect session starts nothing: it is opened first, and its server's master decides who converts
+        spark = active or (spark_session(spark_master, history_bytes(history_dir))
+                           if remote_url(spark_master) is not None else None)
+    # this process converts before an in-process session starts; a cluster's executors once the session is up
+    early = parquet and not converts_on_executors(master_of(spark) if spark else master_url(spark_master))
+    files = convert_history(history_dir) if early else None
+    if spark is None:
         spark = spark_session(spark_master, history_bytes=history_bytes(history_dir))
+    broken = True
     try:
         if parquet and not early:
             files = convert_history(history_dir, conversion_tasks(spark))
@@ -109,9 +116,10 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
             results = judge_history(spark, history, promises)
         finally:
             history.unpersist()
+        broken = False
     finally:
         if own:
-            spark.stop()
+            end_session(spark, broken)
     if note:
         results["notes"].insert(0, note)
     return results

@@ -27,7 +27,7 @@ from spark_analysis.columnar import DICTIONARIES, READS, SENDS, TXNS, Layout
 from spark_analysis.encode import Names, sorted_names
 from spark_analysis.ranged import Tasks, on_executors
 from spark_analysis.reader import SparkHistory, history_of
-from spark_analysis.session import converts_on_executors
+from spark_analysis.session import converts_on_executors, master_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -108,7 +108,7 @@ def read_history(spark: "SparkSession", history_dir: Path,
 
 def conversion_tasks(spark: "SparkSession") -> Tasks | None:
     """The session's executors when they convert (a cluster: session.converts_on_executors), else None."""
-    return on_executors(spark) if converts_on_executors(spark.sparkContext.master) else None
+    return on_executors(spark) if converts_on_executors(master_of(spark)) else None
 
 
 # the columns the judge packs into one grouping key when their ranges allow

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkers import reference
 from rundir.lines import HistoryError
-from spark_analysis.session import spark_log_path
+from spark_analysis.session import remote_url, spark_log_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,10 +44,29 @@ def check_run_with(engine: str, run_dir: Path, spark_master: str | None = None,
     except Exception as e:  # Py4J, PySpark and Java errors carry pages of stack trace: keep the first line
         if not _from_spark(e):
             raise
-        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise SparkCheckError(f"the Spark checker failed: {first[:300]} (JVM log: {spark_log_path()})") from None
+        first = rpc_status(e) or next((line.strip() for line in str(e).splitlines() if line.strip()),
+                                      type(e).__name__)
+        remote = remote_url(spark_master) if spark is None else None
+        where = f"the Spark Connect server at {remote}" if remote else f"JVM log: {spark_log_path()}"
+        raise SparkCheckError(f"the Spark checker failed: {first[:300]} ({where})") from None
+
+
+def rpc_status(error: BaseException) -> str | None:
+    """A gRPC error's status and details in one line (its text is a multi-line dump), else None; pyspark's
+    errors carry it as their cause."""
+    seen: BaseException | None = error
+    while seen is not None:
+        code, details = getattr(seen, "code", None), getattr(seen, "details", None)
+        if callable(code) and callable(details):
+            try:
+                status = code()
+                return f"{getattr(status, 'name', status)}: {details()}"
+            except Exception:  # noqa: BLE001 - not a gRPC error after all
+                return None
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _from_spark(error: BaseException) -> bool:
     module = type(error).__module__ or ""
-    return module.startswith(("pyspark", "py4j")) or isinstance(error, (ConnectionError, RuntimeError))
+    return module.startswith(("pyspark", "py4j", "grpc")) or isinstance(error, (ConnectionError, RuntimeError))

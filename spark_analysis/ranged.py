@@ -6,7 +6,7 @@ cuts the file into byte ranges at line starts (a seek and a readline per
 range) and merges what the tasks learnt; each task runs the same
 ``columnar.Converter`` over its range (the same rules, shape checks, ids and
 line marks) and writes one Parquet part. Three small jobs, each a list of
-tasks (``Tasks``: Spark's ``parallelize(...).map(...).collect()`` on a
+tasks (``Tasks``: a range of task numbers mapped by ``mapInArrow`` on a
 cluster, one after another in this process in the tests):
 
 1. count the newlines before each range, so that every task numbers its
@@ -28,9 +28,10 @@ falls back to the JSON lines, as for a read-only run directory.
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -249,13 +250,37 @@ def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
 
 
 def on_executors(spark: "SparkSession") -> Tasks:
-    """One Spark task per item, on the session's executors (as many at once as it has cores)."""
-    context = spark.sparkContext
+    """One Spark task per item, on the session's executors (as many at once as they have cores).
 
+    The items go out as a DataFrame of their numbers, one per partition,
+    mapped by Arrow batches: no RDD, so the same code serves an in-process
+    session and a Spark Connect server's."""
     def run(function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        return context.parallelize(items, max(1, len(items))).map(function).collect()
+        if not items:
+            return []
+        sent = [pickle.dumps(item) for item in items]
 
-    return Tasks(run, max(1, context.defaultParallelism))
+        def tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                numbers = batch.column(0).to_pylist()
+                results = [pickle.dumps(function(pickle.loads(sent[n]))) for n in numbers]
+                yield pa.RecordBatch.from_arrays([pa.array(numbers, pa.int64()), pa.array(results, pa.binary())],
+                                                 names=["n", "result"])
+
+        rows = spark.range(0, len(items), 1, len(items)).mapInArrow(tasks, "n bigint, result binary").collect()
+        results = {row["n"]: pickle.loads(row["result"]) for row in rows}
+        return [results[n] for n in range(len(items))]
+
+    return Tasks(run, executor_slots(spark))
+
+
+def executor_slots(spark: "SparkSession") -> int:
+    """How many tasks the executors run at once: the partitions of a range with Spark's default parallelism
+    (a Connect session has no SparkContext to ask)."""
+    from pyspark.sql import functions as F
+
+    numbered = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+    return 1 + int(numbered.agg(F.max("p")).first()[0])
 
 
 # Without Spark: the tasks one after another (the tests; the same results as on executors).

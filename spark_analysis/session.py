@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,6 +102,11 @@ CONVERT_ENV = "KCHAOS_SPARK_CONVERT"
 CONVERT_PLACES = ("driver", "executors")
 
 
+def master_of(spark: "SparkSession") -> str:
+    """The session's master URL, from its configuration: a Spark Connect session has no SparkContext to ask."""
+    return spark.conf.get("spark.master") or "local[*]"
+
+
 def converts_on_executors(master: str) -> bool:
     """Whether the executors convert the history (ranged.py): on a cluster, unless KCHAOS_SPARK_CONVERT says
     otherwise. In local mode the driver's own threads do it, as fast (benchmarks/README.md)."""
@@ -154,7 +160,6 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
     archive = usable_archive() if class_archive else None
     if archive is not None:
         driver_options += f" -XX:SharedArchiveFile={archive}"
-    partitions = str(2 * cores if small else max(8, 4 * cores, -(-(history_bytes or 0) // BYTES_PER_PARTITION)))
     conf = {
         "spark.master": master,
         "spark.app.name": APP_NAME,
@@ -165,25 +170,35 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.catalogImplementation": "in-memory",
-        "spark.sql.shuffle.partitions": partitions,
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.adaptive.coalescePartitions.enabled": "true",
-        "spark.sql.adaptive.coalescePartitions.initialPartitionNum": partitions,
-        "spark.sql.session.timeZone": "UTC",
     }
     if on_this_machine(master):  # a remote cluster's executors must reach the driver at a routable address
         conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
-    if small:  # no generated code; adaptive execution re-plans every stage: on a few thousand lines, most of the work
-        conf["spark.sql.adaptive.enabled"] = "false"
-        conf["spark.sql.codegen.wholeStage"] = "false"
-        conf["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
-    return conf
+    return {**conf, **sql_settings(cores, history_bytes)}
+
+
+def sql_settings(cores: int, history_bytes: int | None) -> dict[str, str]:
+    """The SQL settings a check of this many bytes of JSON lines wants on this many cores: those a running
+    session takes at any time (``spark.conf.set``), so a long-lived server sizes each check on its own."""
+    small = history_bytes is not None and history_bytes < SMALL_HISTORY
+    partitions = str(2 * cores if small else max(8, 4 * cores, -(-(history_bytes or 0) // BYTES_PER_PARTITION)))
+    return {
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.sql.adaptive.coalescePartitions.initialPartitionNum": partitions,
+        "spark.sql.session.timeZone": "UTC",
+        # a small history: no generated code; adaptive execution re-plans every stage: on a few thousand lines,
+        # most of the work
+        "spark.sql.adaptive.enabled": "false" if small else "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        "spark.sql.codegen.wholeStage": "false" if small else "true",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN" if small else "FALLBACK",
+    }
 
 
 def spark_session(spark_master: str | None = None, history_bytes: int | None = None) -> "SparkSession":
-    """The active session if there is one (tests share one), else a new one configured for the checker.
+    """The active session if there is one (tests share one), else a session of its own for the checker: through
+    a Spark Connect server when ``remote_url`` names one, else a new in-process session.
 
-    ``history_bytes``, the size of the history to check, sizes the JVM for it
+    ``history_bytes``, the size of the history to check, sizes it
     (unknown: sized for a big one).
     """
     from pyspark.sql import SparkSession
@@ -191,11 +206,86 @@ def spark_session(spark_master: str | None = None, history_bytes: int | None = N
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    remote = remote_url(spark_master)
+    if remote is not None:
+        return connect_session(remote, history_bytes)
     master = master_url(spark_master)
     if on_this_machine(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' tasks import kchaos (ranged.py)
     return new_session(spark_conf(master, history_bytes))
+
+
+REMOTE_ENV = "SPARK_REMOTE"
+# waits of 0.5, 1, 2, 4, 8, 8 s (milliseconds here, with pyspark's jitter): a dead server fails a check in about 25 s
+CONNECT_RETRIES = {"max_retries": 6, "backoff_multiplier": 2.0, "initial_backoff": 500, "max_backoff": 8000}
+# once it has answered: waits of 0.2 and 0.4 s, for a hiccup
+ANSWERED_RETRIES = {"max_retries": 2, "backoff_multiplier": 2.0, "initial_backoff": 200, "max_backoff": 1000}
+
+
+def is_remote(spark_master: str | None) -> bool:
+    """An sc:// URL: a Spark Connect server, not a master."""
+    return bool(spark_master) and str(spark_master).startswith("sc://")
+
+
+def remote_url(spark_master: str | None = None) -> str | None:
+    """The Spark Connect server a check goes through, None for an in-process session: ``spark_master`` when it is
+    an sc:// URL (none when it names a master), else SPARK_REMOTE, else none when SPARK_MASTER names a master,
+    else this machine's ``kchaos spark up`` server when it is up (server.py)."""
+    if spark_master:
+        return spark_master if is_remote(spark_master) else None
+    if os.environ.get(REMOTE_ENV):
+        return os.environ[REMOTE_ENV]
+    if os.environ.get("SPARK_MASTER"):
+        return None
+    from spark_analysis.server_state import running
+
+    state = running()
+    return state.url if state is not None else None
+
+
+def connect_session(url: str, history_bytes: int | None = None) -> "SparkSession":
+    """A session of its own on the Spark Connect server at ``url``, its SQL settings sized for this history.
+
+    pyspark's builder, not the Connect session's own: it marks this process
+    as a Connect client, which pyspark.sql.functions asks on every call."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    # pyspark warns on stderr when it gives up; the check's own error says it in one line
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+    spark = SparkSession.builder.remote(url).create()
+    # pyspark retries an unreachable server for at least 10 minutes; a check gives up after about half a minute
+    spark.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])  # type: ignore[attr-defined]
+    try:
+        size_session(spark, history_bytes)  # its first call: a server that does not answer fails here
+    except BaseException:
+        end_session(spark, broken=True)
+        raise
+    # it answered: a server that dies later is gone for good, and each call after the failing one (unpersisting,
+    # releasing the session) fails fast instead of waiting through the retries again
+    spark.client.set_retry_policies([DefaultPolicy(**ANSWERED_RETRIES)])  # type: ignore[attr-defined]
+    return spark
+
+
+def is_connect(spark: "SparkSession") -> bool:
+    """A Spark Connect session (a client of a server), not an in-process one."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def end_session(spark: "SparkSession", broken: bool = False) -> None:
+    """Stop a session the checker opened. A Connect session is released on its server, but one whose server
+    did not answer is only closed here: releasing it would wait through the retries again."""
+    if broken and is_connect(spark):
+        spark.client.close()  # type: ignore[attr-defined]
+    else:
+        spark.stop()
+
+
+def size_session(spark: "SparkSession", history_bytes: int | None) -> None:
+    """Give a running session the SQL settings for a check of this size (sql_settings)."""
+    for key, value in sql_settings(local_cores(master_of(spark)), history_bytes).items():
+        spark.conf.set(key, value)
 
 
 def new_session(conf: dict[str, str]) -> "SparkSession":
@@ -222,5 +312,5 @@ def new_session(conf: dict[str, str]) -> "SparkSession":
 
 
 def jvm_pid(spark: "SparkSession") -> int:
-    """The driver JVM's process id (for its peak memory)."""
+    """The driver JVM's process id (for its peak memory; an in-process session's only)."""
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]

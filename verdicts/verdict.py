@@ -19,6 +19,7 @@ from rundir.lines import HistoryError
 from rundir.phases import PhaseTimer
 from rundir.versions import kchaos_version
 from spark_analysis.engine import DEFAULT_ENGINE, check_run_with
+from spark_analysis.session import remote_url
 from verdicts.expect import NOT_JUDGED, Assessment, assess
 from verdicts.report import write_report
 
@@ -175,6 +176,8 @@ def judge(run_dir: Path, engine: str = DEFAULT_ENGINE, spark_master: str | None 
     if assessment.proved_nothing:
         print(f"kchaos: not judged: {'; '.join(assessment.not_judged)} (report: {report})", file=sys.stderr)
         return EXIT_HARNESS
+    if engine == "spark" and spark is None and (remote := remote_url(spark_master)) is not None:
+        print(f"checked through the Spark Connect server at {remote}")
     counts = results["counts"]
     print("  ".join(f"{k} {counts[k]:,}" for k in summary_keys(counts) if k in counts))
     for note in results.get("notes", []):

@@ -27,6 +27,7 @@ from harness.explore.space import Explorable, Trial, load_space
 from harness.nightly import Variant, run_one
 from rundir.documents import write_atomically
 from rundir.layout import JUNIT, REPORT, STAMP_FORMAT
+from spark_analysis.server import for_runs
 from verdicts.exploration import EXPLORATION, TrialVerdict, trial_verdict, write_junit, write_page
 
 REFUSED_DRAWS = 50  # draws in a row that cannot run: the space is impossible, not unlucky
@@ -263,7 +264,9 @@ def explore(space_file: Path, budget_min: float, seed: int, out: Path, junit: Pa
         raise HarnessError(f"--trials must be at least 1, not {trials}")
     exploration = Exploration(explorable, out, seed, budget_min, runner, clock, engine)
     try:
-        exploration.explore(trials)
+        # the trials' Spark checks go through one warm checker server (spark_analysis/server.py)
+        with for_runs(runner is run_one and engine in (None, "spark")):
+            exploration.explore(trials)
     finally:
         exploration.save(ended=True)
         page = write_page(out)

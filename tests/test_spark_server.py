@@ -1,0 +1,175 @@
+"""The warm checker server (``kchaos spark up|status|down``, spark_analysis/server.py) and where a check runs.
+
+The pure logic (which server a check goes through, what the state says,
+the command line's refusals) is tested without Spark. One test starts a
+real Spark Connect server from this machine's pyspark on a free loopback
+port, checks a history through it as ``kchaos check`` does, compares the
+results with the reference's, then kills the server and shows that a check
+aimed at it fails in one line with nothing recorded lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from catalogue.exits import HarnessError
+from checkers import reference
+from harness.cli import main
+from spark_analysis import server
+from spark_analysis.server import for_runs, status_line
+from spark_analysis.server_state import SERVER_CLASS, SERVER_ENV, STATE, ServerState, is_server_process, running
+from spark_analysis.session import SMALL_HISTORY, remote_url, spark_conf, sql_settings
+from test_checker_reference import make_run
+from test_spark_checker import PROMISES, everything_at_once
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A server folder of the test's own, and no Spark location from the environment."""
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "server"))
+    for name in ("SPARK_REMOTE", "SPARK_MASTER"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "server"
+
+
+@pytest.fixture
+def looks_like_a_server() -> Iterator[int]:
+    """A process whose command line names the Connect server's class (a sleep given it as an argument)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", SERVER_CLASS])
+    while not is_server_process(proc.pid):  # the child's command line is its own once it has exec'd
+        time.sleep(0.01)
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def write_state(folder: Path, pid: int, url: str = "sc://127.0.0.1:15999") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    server.write_state(folder, ServerState(url=url, pid=pid, port=15999, master="local[*]", log="log",
+                                           started=time.time()))
+
+
+def test_a_check_goes_through_the_server_only_while_it_runs_and_nothing_points_elsewhere(
+        folder: Path, looks_like_a_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert remote_url() is None  # no server: an in-process session
+    write_state(folder, os.getpid())  # a state whose process is not a server (a reused pid): none
+    assert running() is None and remote_url() is None
+    write_state(folder, looks_like_a_server)
+    assert running() is not None and remote_url() == "sc://127.0.0.1:15999"
+    assert remote_url("local[2]") is None and remote_url("spark://10.0.0.1:7077") is None  # a master asked for
+    assert remote_url("sc://10.0.0.9:15002") == "sc://10.0.0.9:15002"
+    monkeypatch.setenv("SPARK_MASTER", "spark://10.0.0.1:7077")
+    assert remote_url() is None
+    monkeypatch.setenv("SPARK_REMOTE", "sc://10.0.0.2:15002")
+    assert remote_url() == "sc://10.0.0.2:15002"
+
+
+def test_status_says_whether_a_server_is_up(folder: Path, looks_like_a_server: int,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["spark", "status"]) == 0
+    assert capsys.readouterr().out.startswith("no checker server is up")
+    write_state(folder, looks_like_a_server)
+    assert main(["spark", "status"]) == 0
+    assert capsys.readouterr().out.startswith("checker server up at sc://127.0.0.1:15999")
+    assert "not warmed" in status_line(running())
+
+
+def test_a_series_of_runs_pointed_elsewhere_starts_no_server(folder: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             looks_like_a_server: int) -> None:
+    with for_runs(False):
+        assert not folder.exists()
+    monkeypatch.setenv("SPARK_REMOTE", "sc://10.0.0.2:15002")
+    with for_runs(True):
+        assert not folder.exists()
+    monkeypatch.delenv("SPARK_REMOTE")
+    write_state(folder, looks_like_a_server)  # one is up: used as it is, and left up
+    with for_runs(True):
+        pass
+    assert running() is not None
+
+
+def test_a_taken_port_is_one_line(folder: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(HarnessError, match=r"^port \d+ of 127.0.0.1 is taken by another program"):
+            server.up(port=s.getsockname()[1], folder=folder)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["check", "RUN", "--spark-remote", "spark://10.0.0.1:7077"], "not a Spark Connect URL"),
+    (["check", "RUN", "--spark-remote", "sc://a:1", "--spark-master", "local[2]"], "not allowed with argument"),
+])
+def test_where_to_check_is_refused_in_one_line(tmp_path: Path, argv: list[str], says: str) -> None:
+    (tmp_path / "RUN").mkdir()
+    result = subprocess.run([str(BIN / "kchaos"), *argv], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_each_check_sizes_its_session_by_runtime_settings() -> None:
+    small, big = sql_settings(2, SMALL_HISTORY - 1), sql_settings(2, 50 * 640 * 2 ** 20)
+    assert small["spark.sql.shuffle.partitions"] == "4" and small["spark.sql.codegen.wholeStage"] == "false"
+    assert big["spark.sql.shuffle.partitions"] == "50" and big["spark.sql.adaptive.enabled"] == "true"
+    assert all(spark_conf("local[2]", SMALL_HISTORY - 1)[key] == value for key, value in small.items())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kchaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "kchaos"), *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.spark_cluster
+@pytest.mark.timeout(900)
+def test_a_check_through_a_real_server_judges_as_the_reference_and_a_dead_server_fails_one_check(
+        tmp_path: Path) -> None:
+    env = {**os.environ, SERVER_ENV: str(tmp_path / "server")}
+    for name in ("SPARK_REMOTE", "SPARK_MASTER"):
+        env.pop(name, None)
+    port = free_port()
+    run = make_run(tmp_path / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
+    try:
+        started = kchaos("spark", "up", "--port", str(port), "--no-warm", env=env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.startswith(f"checker server up at sc://127.0.0.1:{port}")
+        again = kchaos("spark", "up", "--port", str(port), env=env)
+        assert again.returncode == 0 and again.stdout.startswith("already up")
+
+        checked = kchaos("check", str(run), env=env)
+        assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
+        assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
+        written = json.loads((run / "results.json").read_text())
+        expected = reference.check_run(run)
+        assert written["checker"] == "spark" and expected.pop("checker") == "python"
+        assert {k: v for k, v in written.items() if k in expected and k != "checker"} == expected
+
+        state = json.loads((tmp_path / "server" / STATE).read_text())
+        os.kill(state["pid"], signal.SIGKILL)  # a crash, or the kernel's out-of-memory killer
+        kept = {p: p.read_bytes() for p in (run / "results.json", *sorted((run / "history").glob("*.jsonl")))}
+        failed = kchaos("check", str(run), "--spark-remote", f"sc://127.0.0.1:{port}", env=env)
+        assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
+        assert failed.stderr.startswith("kchaos: the Spark checker failed: ")
+        assert {p: p.read_bytes() for p in kept} == kept  # nothing recorded is lost
+        status = kchaos("spark", "status", env=env)
+        assert status.stdout.startswith("no checker server is up")
+    finally:
+        stopped = kchaos("spark", "down", env=env)
+    assert stopped.returncode == 0 and not (tmp_path / "server" / "tmp").exists()
