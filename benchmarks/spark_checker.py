@@ -538,14 +538,6 @@ def in_child(engine: str, run: Path, cluster: Any = None, server: Any = None) ->
     return measured
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def through_the_server(name: str, results: dict[str, dict[str, Any]]) -> str:
     """The checks through the warm server against the in-process one: medians, and the ratio to DuckDB's."""
     import statistics
@@ -640,13 +632,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# standalone cluster {cluster.url}: {args.standalone} workers of {cores} cores, "
                   f"executors of {EXECUTOR_MEMORY}", flush=True)
         server = None
-        if args.server:
-            from spark_analysis import server as checker_server
+        if args.server:  # started by `kchaos spark up` in a child: this process stays a classic one (generate())
+            from spark_analysis.server_state import SERVER_ENV, read_state
+            from spark_analysis.standalone import free_port
 
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-bench-server-")))
-            stack.callback(checker_server.down, folder)
+            env = {**os.environ, SERVER_ENV: str(folder)}
+            kchaos = [sys.executable, "-m", "harness.cli", "spark"]
+            stack.callback(subprocess.run, [*kchaos, "down"], env=env, capture_output=True)
             started = time.perf_counter()
-            server, _ = checker_server.up(port=free_port(), folder=folder)
+            subprocess.run([*kchaos, "up", "--port", str(free_port())], env=env, check=True, capture_output=True)
+            server = read_state(folder)
+            assert server is not None and server.warm_s is not None
             print(f"# checker server {server.url}: up and warm in {time.perf_counter() - started:.1f} s "
                   f"(its warm-up check {server.warm_s:.1f} s)", flush=True)
         return run_sizes(args, kinds, duckdb, cluster, server)

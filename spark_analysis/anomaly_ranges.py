@@ -40,28 +40,37 @@ def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFra
     ``messages`` and ``positions`` are the judge's cached findings, ``acks``
     every winning ack (``judge.acked``), ``counts`` the results' counts: they
     say which entries there are, and whether they are few enough to broadcast.
-    The entries are cached for the two small queries (about as many rows as
-    there are anomalies).
+    The three come from one job: their aggregates of the entries, unioned
+    and collected together (the entries' shuffle is planned once and reused
+    by each, so nothing is cached).
     """
-    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     rows = entry_rows(messages, positions, acks, enc.reads, counts)
     if rows is None:
         return [], [], []
-    table = entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES)).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        return (collected_ranges(table, enc.names.topics), fault_charges(table, windows or []),
-                per_second(table, enc.names.topics))
-    finally:
-        table.unpersist()
+    table = entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES))
+    parts = (islands(table), charges(table, windows or []), seconds(table))
+    union = parts[0].withColumn("_part", F.lit(0))
+    for i, part in enumerate(parts[1:], 1):
+        union = union.unionByName(part.withColumn("_part", F.lit(i)), allowMissingColumns=True)
+    collected: list[list[Any]] = [[], [], []]
+    for r in union.collect():
+        collected[r["_part"]].append(r)
+    topics = enc.names.topics
+    return ranges_of(collected[0], topics), charged_of(collected[1]), per_second_of(collected[2], topics)
 
 
-def per_second(table: "DataFrame", topics: list[str]) -> list[tuple[str, str, Any, int, int]]:
-    """The ``entries`` with a time, counted per (anomaly, partition, second): checkers/series.py's rows."""
-    counted = (table.filter("ns IS NOT NULL").selectExpr("anomaly", "tid", "`partition`", f"{second_sql('ns')} AS s")
-               .groupBy("anomaly", "tid", "partition", "s").count())
+def seconds(table: "DataFrame") -> "DataFrame":
+    """The ``entries`` with a time, counted per (anomaly, partition, second)."""
+    return (table.filter("ns IS NOT NULL").selectExpr("anomaly", "tid", "`partition`", f"{second_sql('ns')} AS s")
+            .groupBy("anomaly", "tid", "partition", "s").count())
+
+
+def per_second_of(rows: list[Any], topics: list[str]) -> list[tuple[str, str, Any, int, int]]:
+    """``seconds``' rows as checkers/series.py's rows."""
     return [(RANGE_ANOMALIES[r["anomaly"]], topics[r["tid"]], r["partition"], int(r["s"]), int(r["count"]))
-            for r in counted.collect()]
+            for r in rows]
 
 
 def fault_sql(windows: list[dict[str, Any]], t: str) -> str:
@@ -83,17 +92,25 @@ def fault_sql(windows: list[dict[str, Any]], t: str) -> str:
             f"least({', '.join(later)}, CAST(NULL AS INT)))")
 
 
-def fault_charges(table: "DataFrame", windows: list[dict[str, Any]]) -> list[tuple[str, int | None, int]]:
-    """(anomaly, fault index or None, entries) of ``entries``, each entry charged by its time (``fault_sql``)."""
-    charged = table.selectExpr("anomaly", f"{fault_sql(windows, 'ns')} AS fault").groupBy("anomaly", "fault").count()
-    return [(RANGE_ANOMALIES[r["anomaly"]], r["fault"], int(r["count"])) for r in charged.collect()]
+def charges(table: "DataFrame", windows: list[dict[str, Any]]) -> "DataFrame":
+    """The ``entries`` counted per (anomaly, fault window charged by their time: ``fault_sql``)."""
+    return table.selectExpr("anomaly", f"{fault_sql(windows, 'ns')} AS fault").groupBy("anomaly", "fault").count()
+
+
+def charged_of(rows: list[Any]) -> list[tuple[str, int | None, int]]:
+    """``charges``' rows as (anomaly, fault index or None, entries)."""
+    return [(RANGE_ANOMALIES[r["anomaly"]], r["fault"], int(r["count"])) for r in rows]
 
 
 def collected_ranges(table: "DataFrame", topics: list[str]) -> list[dict[str, Any]]:
     """The ranges of ``entries`` (``islands``), brought to the driver and named as results.json lists them."""
+    return ranges_of(islands(table).collect(), topics)
+
+
+def ranges_of(rows: list[Any], topics: list[str]) -> list[dict[str, Any]]:
+    """``islands``' rows as results.json lists the ranges."""
     return ordered_ranges(range_record(RANGE_ANOMALIES[r["anomaly"]], topics[r["tid"]], r["partition"], r["count"],
-                                       r["first_ns"], r["last_ns"], r["min_offset"], r["max_offset"])
-                          for r in islands(table).collect())
+                                       r["first_ns"], r["last_ns"], r["min_offset"], r["max_offset"]) for r in rows)
 
 
 def entry_rows(messages: "DataFrame", positions: "DataFrame", acks: "DataFrame", reads: "DataFrame",

@@ -219,22 +219,31 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
         yield
         return
     folder = server_dir()
-    failed: list[str] = []
+    stopping = threading.Event()
 
     def start() -> None:
         try:
-            up(folder=folder)
+            state, _ = up(folder=folder)
+            if stopping.is_set():  # the runs ended (or were stopped) while it started: it goes at once
+                down(folder)
+            else:
+                print(status_line(state), flush=True)
         except Exception as e:  # noqa: BLE001 - the runs check in sessions of their own
-            failed.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
-            log.warning("no checker server for these runs (%s); each checks in a session of its own", failed[0])
+            if not stopping.is_set():
+                log.warning("no checker server for these runs (%s); each checks in a session of its own",
+                            str(e).splitlines()[0] if str(e) else type(e).__name__)
 
     starter = threading.Thread(target=start, name="kchaos-checker-server", daemon=True)
     starter.start()
     try:
         yield
     finally:
-        starter.join(timeout=START_TIMEOUT_S + STOP_TIMEOUT_S)
-        down(folder)
+        stopping.set()
+        stopped = down(folder)  # one still warming up dies here, and its warm-up check with it
+        starter.join(timeout=STOP_TIMEOUT_S)
+        stopped = down(folder) or stopped  # one whose start script had not written its pid file yet
+        if stopped is not None:
+            print(f"stopped the checker server at {stopped.url}", flush=True)
 
 
 def status_line(state: ServerState | None) -> str:

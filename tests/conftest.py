@@ -35,6 +35,21 @@ def start_owned_cluster(spec: ClusterSpec, workdir: Path) -> Cluster:
     return Cluster.start(spec, workdir, owner_pid=os.getpid())
 
 
+@pytest.fixture(scope="session")
+def losing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One short acks=1 run that loses data (test_run.LOSING), its run directory and ``kchaos run``'s output: run
+    once for every test that reads such a run (end to end, its report), which must not change it."""
+    from test_run import KCHAOS, LOSING
+
+    out = tmp_path_factory.mktemp("losing-run")
+    result = subprocess.run([*KCHAOS, "run", *LOSING, "--out", str(out)], capture_output=True, text=True,
+                            timeout=600, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]  # the scenario expects lost > 0
+    runs = [p for p in out.glob("*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0], result
+
+
 @pytest.fixture
 def nothing_left() -> Callable[[str, Path], None]:
     return assert_nothing_left

@@ -69,11 +69,9 @@ LOSING = ["scenarios/partition-leader-acks1.yaml", *SHORT[:8], "--set", "faults.
           "--set", "topic.partitions=3", "--set", "workload.producers.rate=2000", "--engine", "python"]
 
 
-def test_a_short_run_that_loses_data_is_caught_end_to_end(tmp_path: Path) -> None:
-    result = subprocess.run([*KCHAOS, "run", *LOSING, "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]  # the scenario expects lost > 0
-    run = only_run_dir(tmp_path)
+def test_a_short_run_that_loses_data_is_caught_end_to_end(
+        losing_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    run, result = losing_run
     for name in ("scenario.yaml", "history/sends.jsonl", "history/reads.jsonl", "history/events.jsonl",
                  "results.json", "report.html"):
         assert (run / name).is_file(), name

@@ -1,18 +1,13 @@
 """The warm checker server (``kchaos spark up|status|down``, spark_analysis/server.py) and where a check runs.
 
 The pure logic (which server a check goes through, what the state says,
-the command line's refusals) is tested without Spark. One test starts a
-real Spark Connect server from this machine's pyspark on a free loopback
-port, checks a history through it as ``kchaos check`` does, compares the
-results with the reference's, then kills the server and shows that a check
-aimed at it fails in one line with nothing recorded lost.
+the command line's refusals) is tested here without Spark; a real server,
+in front of a real standalone cluster, in tests/test_spark_cluster.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,14 +18,11 @@ from pathlib import Path
 import pytest
 
 from catalogue.exits import HarnessError
-from checkers import reference
 from harness.cli import main
 from spark_analysis import server
 from spark_analysis.server import for_runs, status_line
-from spark_analysis.server_state import SERVER_CLASS, SERVER_ENV, STATE, ServerState, is_server_process, running
+from spark_analysis.server_state import SERVER_CLASS, SERVER_ENV, ServerState, is_server_process, running
 from spark_analysis.session import SMALL_HISTORY, remote_url, spark_conf, sql_settings
-from test_checker_reference import make_run
-from test_spark_checker import PROMISES, everything_at_once
 
 BIN = Path(sys.executable).parent
 
@@ -125,51 +117,3 @@ def test_each_check_sizes_its_session_by_runtime_settings() -> None:
     assert small["spark.sql.shuffle.partitions"] == "4" and small["spark.sql.codegen.wholeStage"] == "false"
     assert big["spark.sql.shuffle.partitions"] == "50" and big["spark.sql.adaptive.enabled"] == "true"
     assert all(spark_conf("local[2]", SMALL_HISTORY - 1)[key] == value for key, value in small.items())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kchaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "kchaos"), *args], capture_output=True, text=True, env=env, timeout=600)
-
-
-@pytest.mark.spark_cluster
-@pytest.mark.timeout(900)
-def test_a_check_through_a_real_server_judges_as_the_reference_and_a_dead_server_fails_one_check(
-        tmp_path: Path) -> None:
-    env = {**os.environ, SERVER_ENV: str(tmp_path / "server")}
-    for name in ("SPARK_REMOTE", "SPARK_MASTER"):
-        env.pop(name, None)
-    port = free_port()
-    run = make_run(tmp_path / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
-    try:
-        started = kchaos("spark", "up", "--port", str(port), "--no-warm", env=env)
-        assert started.returncode == 0, started.stdout + started.stderr
-        assert started.stdout.startswith(f"checker server up at sc://127.0.0.1:{port}")
-        again = kchaos("spark", "up", "--port", str(port), env=env)
-        assert again.returncode == 0 and again.stdout.startswith("already up")
-
-        checked = kchaos("check", str(run), env=env)
-        assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
-        assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
-        written = json.loads((run / "results.json").read_text())
-        expected = reference.check_run(run)
-        assert written["checker"] == "spark" and expected.pop("checker") == "python"
-        assert {k: v for k, v in written.items() if k in expected and k != "checker"} == expected
-
-        state = json.loads((tmp_path / "server" / STATE).read_text())
-        os.kill(state["pid"], signal.SIGKILL)  # a crash, or the kernel's out-of-memory killer
-        kept = {p: p.read_bytes() for p in (run / "results.json", *sorted((run / "history").glob("*.jsonl")))}
-        failed = kchaos("check", str(run), "--spark-remote", f"sc://127.0.0.1:{port}", env=env)
-        assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
-        assert failed.stderr.startswith("kchaos: the Spark checker failed: ")
-        assert {p: p.read_bytes() for p in kept} == kept  # nothing recorded is lost
-        status = kchaos("spark", "status", env=env)
-        assert status.stdout.startswith("no checker server is up")
-    finally:
-        stopped = kchaos("spark", "down", env=env)
-    assert stopped.returncode == 0 and not (tmp_path / "server" / "tmp").exists()
