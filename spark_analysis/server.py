@@ -210,8 +210,8 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
     The one up is used as it is. Else, unless not ``wanted`` or checks are
     pointed elsewhere (SPARK_REMOTE, SPARK_MASTER), one is started in the
     background (the first run's cluster starts meanwhile; a run that checks
-    before it is up starts its own session) and stopped at the end. One that
-    cannot start is a warning: each run then checks in its own session.
+    before it answers starts its own session) and stopped at the end. One
+    that cannot start is a warning: each run then checks in its own session.
     """
     from spark_analysis.session import REMOTE_ENV
 
@@ -223,7 +223,9 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
 
     def start() -> None:
         try:
-            state, _ = up(folder=folder)
+            # not warmed: a warm-up check would compete with the first run for the CPU, and the runs' own checks
+            # warm it (a warm JVM barely changes a big check's time: benchmarks/README.md)
+            state, _ = up(folder=folder, warm=False)
             if stopping.is_set():  # the runs ended (or were stopped) while it started: it goes at once
                 down(folder)
             else:

@@ -820,16 +820,6 @@ def _ranges_variant(name: str) -> dict[str, list[Any]]:
 
 
 
-@pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous"])
-def test_anomaly_ranges_agree(spark: Any, both_formats: str, tmp_path: Path, variant: str) -> None:
-    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **_ranges_variant(variant)))
-    ranges = results["anomaly_ranges"]
-    if variant == "ambiguous":
-        assert [r["partition"] for r in ranges if r["anomaly"] == "duplicated"] == [0, 1]
-        ranges = [r for r in ranges if (r["anomaly"], r["partition"]) != ("duplicated", 1)]
-    assert ranges == RANGES_HISTORY_EXPECTED
-
-
 @pytest.mark.parametrize("name", sorted(GROUPING_CASES))
 def test_spark_islands_are_the_grouping(spark: Any, name: str) -> None:
     """The window that finds the islands on Spark, on the grouping's own cases."""
@@ -908,12 +898,20 @@ def test_literal_tables_hold_any_name_and_number(spark: Any) -> None:
 
 
 @pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous"])
-def test_the_breakdown_agrees(spark: Any, both_formats: str, tmp_path: Path, variant: str) -> None:
+def test_the_anomaly_ranges_and_the_breakdown_agree(spark: Any, both_formats: str, tmp_path: Path,
+                                                    variant: str) -> None:
+    """ranges_history (tests/test_anomaly_ranges.py) judged along each path of the Spark checker, with fault
+    windows (which place the ranges' entries, never change the ranges)."""
     from test_breakdown import FAULTED_EXPECTED, FAULTS
 
     h = _ranges_variant(variant)
     h["events"] = h["events"] + FAULTS
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
+    ranges = results["anomaly_ranges"]
+    if variant == "ambiguous":
+        assert [r["partition"] for r in ranges if r["anomaly"] == "duplicated"] == [0, 1]
+        ranges = [r for r in ranges if (r["anomaly"], r["partition"]) != ("duplicated", 1)]
+    assert ranges == RANGES_HISTORY_EXPECTED
     if variant != "ambiguous":  # there the duplicate counts in both partitions it was read in
         assert results["breakdown"]["faults"] == FAULTED_EXPECTED
     assert results["breakdown"]["lost_divergent"] == 1

@@ -99,6 +99,51 @@ def test_a_run_directory_the_executors_cannot_write_means_reading_the_json_lines
     assert "Read-only file system" in result.stderr  # the driver wrote its temporary folder: the executors could not
 
 
+def kchaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "kchaos"), *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.timeout(900)
+def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_reference_and_a_dead_server_fails_one_check(
+        spark_cluster: Standalone, tmp_path: Path) -> None:
+    """``kchaos spark up --master spark://...``: a Spark Connect server whose jobs run on the cluster, so that
+    the executors convert the history through it too (mapInArrow, no RDD). Then the server is killed."""
+    env = {**cluster_env(tmp_path), SERVER_ENV: str(tmp_path / "server")}
+    for name in ("SPARK_REMOTE", "SPARK_MASTER"):
+        env.pop(name, None)
+    port = free_port()
+    run = make_run(tmp_path / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
+    try:
+        started = kchaos("spark", "up", "--port", str(port), "--master", spark_cluster.url, "--no-warm", env=env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.startswith(f"checker server up at sc://127.0.0.1:{port}")
+        again = kchaos("spark", "up", "--port", str(port), env=env)
+        assert again.returncode == 0 and again.stdout.startswith("already up")
+
+        checked = kchaos("check", str(run), env=env)
+        assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
+        assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
+        for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
+            assert (run / "history" / name / ranged.META).is_file()
+        written = json.loads((run / "results.json").read_text())
+        expected = reference.check_run(run)
+        assert written["checker"] == "spark" and expected.pop("checker") == "python"
+        assert {k: v for k, v in written.items() if k in expected and k != "checker"} == expected
+
+        state = json.loads((tmp_path / "server" / STATE).read_text())
+        os.kill(state["pid"], signal.SIGKILL)  # a crash, or the kernel's out-of-memory killer
+        kept = {p: p.read_bytes() for p in (run / "results.json", *sorted((run / "history").glob("*.jsonl")))}
+        failed = kchaos("check", str(run), "--spark-remote", f"sc://127.0.0.1:{port}", env=env)
+        assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
+        assert failed.stderr.startswith("kchaos: the Spark checker failed: ")
+        assert {p: p.read_bytes() for p in kept} == kept  # nothing recorded is lost
+        status = kchaos("spark", "status", env=env)
+        assert status.stdout.startswith("no checker server is up")
+    finally:
+        stopped = kchaos("spark", "down", env=env)
+    assert stopped.returncode == 0 and not (tmp_path / "server" / "tmp").exists()
+
+
 # --- in this process, on a session of the cluster's (last: it holds the worker's cores until the module ends) ---
 
 
@@ -152,48 +197,3 @@ def test_histories_converted_by_the_executors_are_judged_as_the_reference_judges
     assert judged.pop("checker") == "spark" and expected.pop("checker") == "python"
     assert judged == expected
     assert len(ranged.parts_of(run / "history" / "reads.parquet")) > 1
-
-
-def kchaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "kchaos"), *args], capture_output=True, text=True, env=env, timeout=600)
-
-
-@pytest.mark.timeout(900)
-def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_reference_and_a_dead_server_fails_one_check(
-        spark_cluster: Standalone, tmp_path: Path) -> None:
-    """``kchaos spark up --master spark://...``: a Spark Connect server whose jobs run on the cluster, so that
-    the executors convert the history through it too (mapInArrow, no RDD). Then the server is killed."""
-    env = {**cluster_env(tmp_path), SERVER_ENV: str(tmp_path / "server")}
-    for name in ("SPARK_REMOTE", "SPARK_MASTER"):
-        env.pop(name, None)
-    port = free_port()
-    run = make_run(tmp_path / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
-    try:
-        started = kchaos("spark", "up", "--port", str(port), "--master", spark_cluster.url, "--no-warm", env=env)
-        assert started.returncode == 0, started.stdout + started.stderr
-        assert started.stdout.startswith(f"checker server up at sc://127.0.0.1:{port}")
-        again = kchaos("spark", "up", "--port", str(port), env=env)
-        assert again.returncode == 0 and again.stdout.startswith("already up")
-
-        checked = kchaos("check", str(run), env=env)
-        assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
-        assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
-        for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
-            assert (run / "history" / name / ranged.META).is_file()
-        written = json.loads((run / "results.json").read_text())
-        expected = reference.check_run(run)
-        assert written["checker"] == "spark" and expected.pop("checker") == "python"
-        assert {k: v for k, v in written.items() if k in expected and k != "checker"} == expected
-
-        state = json.loads((tmp_path / "server" / STATE).read_text())
-        os.kill(state["pid"], signal.SIGKILL)  # a crash, or the kernel's out-of-memory killer
-        kept = {p: p.read_bytes() for p in (run / "results.json", *sorted((run / "history").glob("*.jsonl")))}
-        failed = kchaos("check", str(run), "--spark-remote", f"sc://127.0.0.1:{port}", env=env)
-        assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
-        assert failed.stderr.startswith("kchaos: the Spark checker failed: ")
-        assert {p: p.read_bytes() for p in kept} == kept  # nothing recorded is lost
-        status = kchaos("spark", "status", env=env)
-        assert status.stdout.startswith("no checker server is up")
-    finally:
-        stopped = kchaos("spark", "down", env=env)
-    assert stopped.returncode == 0 and not (tmp_path / "server" / "tmp").exists()
