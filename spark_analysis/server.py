@@ -41,6 +41,7 @@ from spark_analysis.server_state import (SERVER_CLASS, STATE, ServerState, is_se
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
+APP_NAME = "kchaos-check-server"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 # Spark removes a released session's shuffle files when the driver collects its garbage; a server that is
@@ -77,9 +78,8 @@ def server_conf(master: str, port: int, folder: Path) -> dict[str, str]:
     listening on the loopback interface only, its shuffle files in its own folder."""
     from spark_analysis.session import spark_conf
 
-    conf = {key: value for key, value in spark_conf(master).items() if key != "spark.master"}
+    conf = {key: value for key, value in spark_conf(master).items() if key not in ("spark.master", "spark.app.name")}
     conf.update({
-        "spark.app.name": "kchaos-check-server",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.local.dir": str(folder / "tmp"),
@@ -100,7 +100,8 @@ def up(port: int = DEFAULT_PORT, master: str = "local[*]", warm: bool = True,
     folder.mkdir(parents=True, exist_ok=True)
     (folder / STATE).unlink(missing_ok=True)
     env = server_env(folder)
-    args = [str(spark_home() / "sbin" / "start-connect-server.sh"), "--master", master]
+    # --name after the script's own (its "Spark Connect server"): the application a cluster lists is kchaos's
+    args = [str(spark_home() / "sbin" / "start-connect-server.sh"), "--master", master, "--name", APP_NAME]
     for key, value in server_conf(master, port, folder).items():
         args += ["--conf", f"{key}={value}"]
     started = subprocess.run(args, env=env, capture_output=True, text=True)
@@ -220,6 +221,7 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
         return
     folder = server_dir()
     stopping = threading.Event()
+    stopped: list[ServerState | None] = []  # what each ``down`` stopped, from either thread
 
     def start() -> None:
         try:
@@ -227,7 +229,7 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
             # warm it (a warm JVM barely changes a big check's time: benchmarks/README.md)
             state, _ = up(folder=folder, warm=False)
             if stopping.is_set():  # the runs ended (or were stopped) while it started: it goes at once
-                down(folder)
+                stopped.append(down(folder))
             else:
                 print(status_line(state), flush=True)
         except Exception as e:  # noqa: BLE001 - the runs check in sessions of their own
@@ -241,11 +243,12 @@ def for_runs(wanted: bool = True) -> Iterator[None]:
         yield
     finally:
         stopping.set()
-        stopped = down(folder)  # one still warming up dies here, and its warm-up check with it
+        stopped.append(down(folder))  # one still starting dies here
         starter.join(timeout=STOP_TIMEOUT_S)
-        stopped = down(folder) or stopped  # one whose start script had not written its pid file yet
-        if stopped is not None:
-            print(f"stopped the checker server at {stopped.url}", flush=True)
+        stopped.append(down(folder))  # one whose start script had not written its pid file yet
+        gone = next((state for state in stopped if state is not None), None)
+        if gone is not None:
+            print(f"stopped the checker server at {gone.url}", flush=True)
 
 
 def status_line(state: ServerState | None) -> str:

@@ -1,16 +1,18 @@
-"""The Spark checker on a real Spark standalone cluster: the same job, the same results as local mode.
+"""The Spark checker on a real Spark standalone cluster: the same job, the same results as the reference.
 
 The test starts a master and one worker from this machine's pyspark
 installation (``spark-class``, as processes it owns, bound to 127.0.0.1 on
-free ports), runs ``kchaos check RUN --spark-master spark://...`` against them,
-and compares results.json with the local-mode checker's and the reference's.
-There the executors convert the JSON lines to their Parquet caches
+free ports). A Spark Connect server in front of it (``kchaos spark up
+--master spark://...``) checks a history as the reference does, with the
+executors converting the JSON lines to their Parquet caches
 (spark_analysis/ranged.py): the caches must come out as folders of parts,
 read as the reference reads the lines, also when cut into many small ranges.
-As root, the worker runs in a mount namespace of its own where one folder is
-a read-only bind mount: a run directory there is one the executors cannot
-write (the driver can), which must fall back to the JSON lines as a read-only
-run directory does. The cluster is always stopped, even when the test fails.
+Once the server is killed, a check aimed at it fails in one line. As root,
+the worker runs in a mount namespace of its own where one folder is a
+read-only bind mount: a run directory there is one the executors cannot
+write (the driver, here ``kchaos check --spark-master``'s own, can), which
+must fall back to the JSON lines as a read-only run directory does. The
+cluster is always stopped, even when the test fails.
 """
 
 from __future__ import annotations
@@ -55,33 +57,6 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
         pytest.fail(str(e))
 
 
-def test_check_on_a_standalone_cluster_matches_local_mode(spark_cluster: Standalone, tmp_path: Path) -> None:
-    url = spark_cluster.url
-    run = make_run(tmp_path, **everything_at_once(), scenario=PROMISES["idempotent"])
-    expected = reference.check_run(run)
-    local = spark_checker.check_run(run, spark_master="local[2]")
-    for name in ("sends.parquet", "reads.parquet"):  # converted by the driver: one file each
-        assert (run / "history" / name).is_file()
-        columnar.remove(run / "history" / name)
-
-    result = subprocess.run([str(BIN / "kchaos"), "check", str(run), "--spark-master", url],
-                            capture_output=True, text=True, timeout=900, env=cluster_env(tmp_path))
-    for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
-        assert (run / "history" / name / ranged.META).is_file()
-    assert result.returncode == 1, result.stdout + result.stderr  # anomalies found: expectations not met
-    written = json.loads((run / "results.json").read_text())
-    assert written["exit_code"] == 1 and written["expectations"]["outcome"] == "unmet"
-    on_cluster = {k: v for k, v in written.items() if k in local}  # the checker's part; check adds the run record
-    assert on_cluster == local
-    assert on_cluster["checker"] == "spark" and expected.pop("checker") == "python"
-    on_cluster.pop("checker")
-    assert on_cluster == expected
-    assert "Using Spark's default log4j profile" not in result.stdout + result.stderr  # a quiet console
-
-    apps = spark_cluster.state()["completedapps"]
-    assert [app["name"] for app in apps] == ["kchaos-check"]  # the job really ran on the cluster
-
-
 def test_a_run_directory_the_executors_cannot_write_means_reading_the_json_lines(spark_cluster: Standalone) -> None:
     if spark_cluster.read_only is None:
         pytest.skip("needs root and unshare to give the executors a read-only view of the run directory")
@@ -107,7 +82,8 @@ def kchaos(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_reference_and_a_dead_server_fails_one_check(
         spark_cluster: Standalone, tmp_path: Path) -> None:
     """``kchaos spark up --master spark://...``: a Spark Connect server whose jobs run on the cluster, so that
-    the executors convert the history through it too (mapInArrow, no RDD). Then the server is killed."""
+    the executors convert the history through it too (mapInArrow, no RDD); ``kchaos check`` through it judges
+    as the reference (and so as local mode: tests/test_spark_checker.py). Then the server is killed."""
     env = {**cluster_env(tmp_path), SERVER_ENV: str(tmp_path / "server")}
     for name in ("SPARK_REMOTE", "SPARK_MASTER"):
         env.pop(name, None)
@@ -122,6 +98,9 @@ def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_referenc
 
         checked = kchaos("check", str(run), env=env)
         assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
+        assert "Using Spark's default log4j profile" not in checked.stdout + checked.stderr  # a quiet console
+        # the jobs really ran on the cluster: the server is its application
+        assert [app["name"] for app in spark_cluster.state()["activeapps"]] == ["kchaos-check-server"]
         assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
         for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
             assert (run / "history" / name / ranged.META).is_file()

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +118,56 @@ def test_each_check_sizes_its_session_by_runtime_settings() -> None:
     assert small["spark.sql.shuffle.partitions"] == "4" and small["spark.sql.codegen.wholeStage"] == "false"
     assert big["spark.sql.shuffle.partitions"] == "50" and big["spark.sql.adaptive.enabled"] == "true"
     assert all(spark_conf("local[2]", SMALL_HISTORY - 1)[key] == value for key, value in small.items())
+
+
+def test_a_series_of_runs_starts_a_server_in_the_background_and_stops_it_even_when_stopped(
+        folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The orchestration alone (a real server: tests/test_spark_cluster.py): ``up`` runs in a thread, unwarmed,
+    while the runs go on; ``down`` when they end, also when a nightly is stopped while the server still starts;
+    a server that cannot start is a warning, and the runs go on without it."""
+    state = ServerState(url="sc://127.0.0.1:15999", pid=1, port=15999, master="local[*]", log="log",
+                        started=time.time())
+    calls: list[str] = []
+    release = threading.Event()  # set: ``up`` returns
+    up_now: list[ServerState] = []
+
+    def up(folder: Path, warm: bool) -> tuple[ServerState, bool]:
+        calls.append(f"up warm={warm}")
+        release.wait(10)
+        up_now.append(state)
+        return state, True
+
+    def down(folder: Path) -> ServerState | None:
+        calls.append("down")
+        release.set()  # a server still starting is stopped: its start returns
+        return up_now.pop() if up_now else None
+
+    monkeypatch.setattr(server, "up", up)
+    monkeypatch.setattr(server, "down", down)
+    release.set()
+    with for_runs(True):  # the runs end after the server is up
+        while not up_now:
+            time.sleep(0.01)
+        time.sleep(0.1)
+    assert calls == ["up warm=False", "down", "down"]
+    assert capsys.readouterr().out.splitlines() == [status_line(state),
+                                                    "stopped the checker server at sc://127.0.0.1:15999"]
+
+    calls.clear()
+    release.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with for_runs(True):
+            while not calls:
+                time.sleep(0.01)
+            raise KeyboardInterrupt  # the nightly stopped while its server still starts
+    assert calls == ["up warm=False", "down", "down", "down"]  # the started server went at once
+    assert capsys.readouterr().out.splitlines() == ["stopped the checker server at sc://127.0.0.1:15999"]
+
+    def cannot(folder: Path, warm: bool) -> tuple[ServerState, bool]:
+        raise HarnessError("port 15002 of 127.0.0.1 is taken by another program")
+
+    monkeypatch.setattr(server, "up", cannot)
+    calls.clear()
+    with for_runs(True):
+        time.sleep(0.2)
+    assert calls == ["down", "down"] and capsys.readouterr().out == ""  # nothing to stop, and nothing said
