@@ -171,6 +171,16 @@ def test_a_finding_that_disappears_keeps_the_trial_as_it_was() -> None:
     assert done.trial == trial and done.kept == [] and done.runs == 2 * done.candidates > 0
 
 
+def test_a_candidate_that_cannot_run_is_skipped_without_a_run() -> None:
+    def no_java(trial: Trial) -> bool:  # say the harness refuses every candidate without the Java client
+        return trial.settings.get("workload.client") == "java"
+    done = shrink(Trial(dict(SETTINGS), list(FAULTS), 1), Simplifier(BASE, moves=("faults", "settings")),
+                  has_kill, 3, always, no_java)
+    assert kinds(done.trial) == ["kill"] and done.trial.settings.get("workload.client") == "java"
+    assert done.refused >= 1  # the move that put the client back to the base's, at least
+    assert done.runs == done.candidates + 2 * (done.candidates - len(done.kept))  # refused ones ran nothing
+
+
 def test_the_budget_stops_shrinking_and_the_smallest_so_far_wins() -> None:
     calls = []
 

@@ -177,15 +177,18 @@ class Exploration:
                                  PRODUCERS: base.workload.producers.count},
                                 tuple(self.ex.space.shrink.moves), self.ex.space.shrink.min_duration_s)
 
-        def shows(candidate: Trial) -> bool:
+        def runnable(candidate: Trial) -> bool:
             try:
                 self.ex.validate(candidate, self.ex.space.name)
             except HarnessError:
                 return False  # a simplification that cannot run keeps nothing
+            return True
+
+        def shows(candidate: Trial) -> bool:
             return anomaly in self.run(candidate, "shrink", number).anomalies
 
         print(f"explore: finding {number}: {anomaly} in {found.name}; shrinking", flush=True)
-        done = shrink(trial, simplifier, shows, self.ex.space.shrink.runs, self.room)
+        done = shrink(trial, simplifier, shows, self.ex.space.shrink.runs, self.room, runnable)
         confirm = []
         for _ in range(self.ex.space.shrink.confirm):
             if not self.room():
@@ -194,6 +197,7 @@ class Exploration:
         shown = sum(anomaly in r.anomalies for r in confirm)
         finding = {"id": number, "anomaly": anomaly, "anomalies": found.anomalies, "trial": found.name,
                    "steps": done.kept, "rate": [shown, len(confirm)], "candidates": done.candidates,
+                   "candidates_refused": done.refused,
                    "shrink_runs": done.runs, "out_of_budget": done.out_of_budget or len(confirm) <
                    self.ex.space.shrink.confirm,
                    "confirm_runs": [{"name": r.name, "link": r.report or r.scenario} for r in confirm]}

@@ -112,18 +112,23 @@ class Shrunk:
 
     trial: Trial
     candidates: int = 0  # candidates tried
+    refused: int = 0  # candidates that could not run (skipped, never counted as runs)
     runs: int = 0  # runs made
     kept: list[str] = field(default_factory=list)  # each kept step, with the run that showed it ("2 of 3 runs")
     out_of_budget: bool = False
 
 
 def shrink(trial: Trial, simplifier: Simplifier, shows: Callable[[Trial], bool], runs: int,
-           budget_left: Callable[[], bool]) -> Shrunk:
+           budget_left: Callable[[], bool], runnable: Callable[[Trial], bool] = lambda _: True) -> Shrunk:
     """Shrink ``trial`` (which showed the anomaly) while ``shows`` still sees it; stop when no candidate keeps
-    it or the budget ends (the smallest so far wins either way)."""
+    it or the budget ends (the smallest so far wins either way). A candidate that is not ``runnable`` (a
+    scenario the harness refuses) keeps nothing and is skipped without a run."""
     done = Shrunk(trial)
     while True:
         for candidate in simplifier.candidates(done.trial):
+            if not runnable(candidate):
+                done.refused += 1
+                continue
             done.candidates += 1
             for attempt in range(1, runs + 1):
                 if not budget_left():
