@@ -194,8 +194,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "forensics":
         return forensics_cmd(directory(args.run_dir, "a run directory"))
     if args.command == "spark":
-        return spark_cmd(args.action, getattr(args, "port", DEFAULT_PORT), getattr(args, "master", "local[*]"),
-                         getattr(args, "warm", True))
+        return spark_cmd(args.action, **{k: getattr(args, k) for k in ("port", "master", "warm") if hasattr(args, k)})
     if args.command == "matrix":
         roots = [directory(root, "a folder of run directories") for root in args.runs_root]
         return matrix_cmd(roots, writable_root(args.out) if args.out else roots[0], args.junit)

@@ -65,8 +65,8 @@ from spark_analysis import columnar_reader, reader as json_reader
 from spark_analysis.cache import ParquetFile
 from spark_analysis.columnar_reader import conversion_tasks, convert_history
 from spark_analysis.reader import SparkHistory
-from spark_analysis.session import (converts_on_executors, end_session, history_bytes, master_of, master_url,
-                                    remote_url, spark_session)
+from spark_analysis.session import (connect_session, converts_on_executors, end_session, history_bytes, master_of,
+                                    master_url, remote_url, spark_session)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,11 +96,12 @@ def check_run(run_dir: Path, spark: "SparkSession | None" = None, spark_master: 
     if spark is None:
         from pyspark.sql import SparkSession
 
-        active = SparkSession.getActiveSession()
-        own = active is None
-        # a Spark Connect session starts nothing: it is opened first, and its server's master decides who converts
-        spark = active or (spark_session(spark_master, history_bytes(history_dir))
-                           if remote_url(spark_master) is not None else None)
+        spark = SparkSession.getActiveSession()
+        own = spark is None
+        if own and (remote := remote_url(spark_master)) is not None:
+            # a Spark Connect session starts nothing: it is opened first, and its server's master decides who
+            # converts
+            spark = connect_session(remote, history_bytes(history_dir))
     # this process converts before an in-process session starts; a cluster's executors once the session is up
     early = parquet and not converts_on_executors(master_of(spark) if spark else master_url(spark_master))
     files = convert_history(history_dir) if early else None

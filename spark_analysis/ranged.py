@@ -27,6 +27,7 @@ falls back to the JSON lines, as for a read-only run directory.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -53,11 +54,12 @@ LAYOUTS = {layout.name: layout for layout in (SENDS, READS, TXNS)}
 
 @dataclass(frozen=True)
 class Tasks:
-    """Where the tasks run: ``run`` maps a function over items, a task each, results in order; ``slots`` run at
-    once (a file is cut into a multiple of them, so that no wave of tasks runs half empty)."""
+    """Where the tasks run: ``run`` maps a function over items, a task each, results in order; ``slots()`` of them
+    run at once (a file is cut into a multiple of them, so that no wave of tasks runs half empty; asked only when
+    a file is cut)."""
 
     run: Callable[[Callable[[Any], Any], list[Any]], list[Any]]
-    slots: int = 1
+    slots: Callable[[], int] = lambda: 1
 
 
 def range_bytes(size: int, slots: int, most: int | None = None) -> int:
@@ -231,7 +233,7 @@ def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
     tmp.mkdir()
     try:
         size = source.stat().st_size
-        spans = cut(source, size, range_bytes(size, tasks.slots, most_bytes))
+        spans = cut(source, size, range_bytes(size, tasks.slots(), most_bytes))
         counts = tasks.run(count_newlines, [(str(source), start, end) for start, end in spans])
         before = [sum(counts[:i]) for i in range(len(spans))]
         work = [Task(str(source), layout.name, label, start, end, lines, str(tmp / f"part-{i:05d}.parquet"),
@@ -271,7 +273,7 @@ def on_executors(spark: "SparkSession") -> Tasks:
         results = {row["n"]: pickle.loads(row["result"]) for row in rows}
         return [results[n] for n in range(len(items))]
 
-    return Tasks(run, executor_slots(spark))
+    return Tasks(run, functools.cache(lambda: executor_slots(spark)))  # asked only when a file is converted
 
 
 def executor_slots(spark: "SparkSession") -> int:

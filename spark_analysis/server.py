@@ -26,7 +26,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -109,14 +108,14 @@ def up(port: int = DEFAULT_PORT, master: str = "local[*]", warm: bool = True,
     if started.returncode != 0 or pid is None:
         why = (started.stdout + started.stderr).strip().splitlines()
         raise HarnessError(f"the Spark Connect server did not start: {why[-1] if why else 'no pid file'}")
-    log = next(folder.glob(f"spark-*{SERVER_CLASS}-*.out"), folder)
+    console = next(folder.glob(f"spark-*{SERVER_CLASS}-*.out"), folder)
     url = f"sc://127.0.0.1:{port}"
-    state = ServerState(url=url, pid=pid, port=port, master=master, log=str(log), started=time.time())
+    state = ServerState(url=url, pid=pid, master=master, log=str(console), started=time.time())
     write_state(folder, state)  # from here on, ``down`` can stop it
     try:
-        wait_until_serving(url, pid, log)
+        wait_until_serving(url, pid, console)
         if warm:
-            state = replace(state, warm_s=warm_up(url))
+            state = replace(state, warm_s=warm_up(url, master))
             write_state(folder, state)
     except BaseException:
         down(folder)
@@ -128,7 +127,7 @@ def write_state(folder: Path, state: ServerState) -> None:
     (folder / STATE).write_text(json.dumps(asdict(state), indent=1) + "\n")
 
 
-def wait_until_serving(url: str, pid: int, log: Path, timeout_s: float = START_TIMEOUT_S) -> None:
+def wait_until_serving(url: str, pid: int, console: Path, timeout_s: float = START_TIMEOUT_S) -> None:
     """Wait until the server answers a query; a HarnessError naming its log if it dies or never answers."""
     from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
@@ -137,7 +136,7 @@ def wait_until_serving(url: str, pid: int, log: Path, timeout_s: float = START_T
 
     def ask() -> None:
         if not is_server_process(pid):
-            raise HarnessError(f"the Spark Connect server stopped while starting (its log: {log})")
+            raise HarnessError(f"the Spark Connect server stopped while starting (its log: {console})")
         try:
             from spark_analysis.session import connect_session
 
@@ -155,25 +154,23 @@ def wait_until_serving(url: str, pid: int, log: Path, timeout_s: float = START_T
             with attempt:
                 ask()
     except NotYet:
-        raise HarnessError(f"the Spark Connect server did not answer within {timeout_s:g} s (its log: {log})"
+        raise HarnessError(f"the Spark Connect server did not answer within {timeout_s:g} s (its log: {console})"
                            ) from None
 
 
-def warm_up(url: str) -> float:
-    """Check a made-up run through the server once (its first check pays for the JIT and generated code)."""
-    from spark_analysis.checker import check_run
-    from spark_analysis.make_class_archive import write_training_run
+def warm_up(url: str, master: str) -> float | None:
+    """Check a made-up run through the server once (warm.py's), how long it took; None when ``master``'s executors
+    run on other machines, which would not see it."""
     from spark_analysis.session import connect_session
+    from spark_analysis.warm import check_made_up_run
 
     begun = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
-        write_training_run(Path(tmp))
-        spark = connect_session(url, None)
-        try:
-            check_run(Path(tmp), spark)
-        finally:
-            spark.stop()
-    return time.monotonic() - begun
+    spark = connect_session(url, None)
+    try:
+        warmed = check_made_up_run(spark, master)
+    finally:
+        spark.stop()
+    return time.monotonic() - begun if warmed else None
 
 
 def down(folder: Path | None = None) -> ServerState | None:

@@ -20,7 +20,6 @@ class ServerState:
 
     url: str
     pid: int
-    port: int
     master: str
     log: str
     started: float  # seconds since the epoch

@@ -37,6 +37,22 @@ def expected_history_bytes(history_dir: Path) -> int:
     return history_bytes(history_dir) + (sends.stat().st_size if sends.is_file() else 0)
 
 
+def check_made_up_run(spark: "SparkSession", master: str) -> bool:
+    """Check a small made-up run (the class archive's) in ``spark`` once, so that its first jobs, generated code
+    and JIT are warm for the real check; False, and nothing done, when ``master``'s executors run on other
+    machines: they would not see a run in this machine's temp folder."""
+    from spark_analysis.checker import check_run
+    from spark_analysis.make_class_archive import write_training_run
+    from spark_analysis.session import on_this_machine
+
+    if not on_this_machine(master):
+        return False
+    with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
+        write_training_run(Path(tmp))
+        check_run(Path(tmp), spark)
+    return True
+
+
 class WarmSession:
     """One session started early in a thread of its own; ``session()`` hands it over once warm."""
 
@@ -57,19 +73,13 @@ class WarmSession:
         try:
             from pyspark import SparkContext
 
-            from spark_analysis.checker import check_run
-            from spark_analysis.make_class_archive import write_training_run
-            from spark_analysis.session import master_url, on_this_machine, spark_session
+            from spark_analysis.session import master_url, spark_session
 
             if SparkContext._active_spark_context is not None:
                 return  # a session is up already (tests share one): the check takes it as it is
             self._spark = spark_session(self.spark_master, size)
-            if not on_this_machine(master_url(self.spark_master)):
-                return  # a remote cluster's executors would not see a made-up run in this machine's temp folder
-            with tempfile.TemporaryDirectory(prefix="kchaos-warm-") as tmp:
-                write_training_run(Path(tmp))
-                check_run(Path(tmp), self._spark)
-            log.info("the checker's session was warmed in %.1f s", time.monotonic() - started)
+            if check_made_up_run(self._spark, master_url(self.spark_master)):
+                log.info("the checker's session was warmed in %.1f s", time.monotonic() - started)
         except Exception as e:  # noqa: BLE001 - a warm-up never fails the run; the check starts its own session
             log.warning("the checker's session could not be warmed while the run settled (%s); the check starts "
                         "its own", str(e).splitlines()[0] if str(e) else type(e).__name__)

@@ -52,7 +52,7 @@ def looks_like_a_server() -> Iterator[int]:
 
 def write_state(folder: Path, pid: int, url: str = "sc://127.0.0.1:15999") -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    server.write_state(folder, ServerState(url=url, pid=pid, port=15999, master="local[*]", log="log",
+    server.write_state(folder, ServerState(url=url, pid=pid, master="local[*]", log="log",
                                            started=time.time()))
 
 
@@ -125,7 +125,7 @@ def test_a_series_of_runs_starts_a_server_in_the_background_and_stops_it_even_wh
     """The orchestration alone (a real server: tests/test_spark_cluster.py): ``up`` runs in a thread, unwarmed,
     while the runs go on; ``down`` when they end, also when a nightly is stopped while the server still starts;
     a server that cannot start is a warning, and the runs go on without it."""
-    state = ServerState(url="sc://127.0.0.1:15999", pid=1, port=15999, master="local[*]", log="log",
+    state = ServerState(url="sc://127.0.0.1:15999", pid=1, master="local[*]", log="log",
                         started=time.time())
     calls: list[str] = []
     release = threading.Event()  # set: ``up`` returns
