@@ -23,13 +23,24 @@ range is an error when a later range has any non-blank line, else the
 dropped cut-off last line (with its note). A task that cannot write (or
 read) returns why, and the driver raises OSError: ``cache.cached`` then
 falls back to the JSON lines, as for a read-only run directory.
+
+On a cluster the executors need two things of their machines: Python with
+pyspark's Arrow packages (pyarrow, pandas), which any PySpark cluster has,
+and the history at the same path as the driver sees it (a shared folder).
+kchaos's own code they are sent with the session (``ship_code``). A history
+the executors do not see is a one-line error (``NotShared``) before any
+conversion, not a task failing four times.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import pickle
+import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -118,10 +129,21 @@ class Part:
         return bool(self.rows or self.error or self.unparsed)
 
 
-def count_newlines(span: tuple[str, int, int]) -> int:
-    """Newlines in bytes ``start`` to ``end`` of a file (the task of job 1)."""
+class NotShared(HistoryError):
+    """The executors do not see the history the driver sees: the run directory is not shared with them."""
+
+
+def count_newlines(span: tuple[str, int, int]) -> int | str:
+    """Newlines in bytes ``start`` to ``end`` of a file (the task of job 1); why not, when the file is not there
+    as the driver saw it (shorter than ``end``, or missing)."""
     source, start, end = span
     count = 0
+    try:
+        size = os.stat(source).st_size
+    except OSError as e:
+        return f"{e.strerror or e}"
+    if size < end:
+        return f"{size} bytes, the driver sees at least {end}"
     with open(source, "rb") as f:
         f.seek(start)
         while start < end:
@@ -235,7 +257,11 @@ def convert_ranges(source: Path, layout: Layout, label: str, target: Path,
         size = source.stat().st_size
         spans = cut(source, size, range_bytes(size, tasks.slots(), most_bytes))
         counts = tasks.run(count_newlines, [(str(source), start, end) for start, end in spans])
-        before = [sum(counts[:i]) for i in range(len(spans))]
+        if unseen := next((why for why in counts if isinstance(why, str)), None):
+            raise NotShared(f"the Spark executors cannot read {source} ({unseen}): on a cluster the run directory "
+                            "must be at the same path on the driver's machine and on every worker's (a shared "
+                            "folder)")
+        before = [sum(counts[:i]) for i in range(len(spans))]  # type: ignore[arg-type]  # all ints by now
         work = [Task(str(source), layout.name, label, start, end, lines, str(tmp / f"part-{i:05d}.parquet"),
                      block_bytes or columnar.BLOCK_BYTES) for i, ((start, end), lines) in enumerate(zip(spans, before))]
         merged = merge(tasks.run(convert_part, work), layout, label)
@@ -256,7 +282,10 @@ def on_executors(spark: "SparkSession") -> Tasks:
 
     The items go out as a DataFrame of their numbers, one per partition,
     mapped by Arrow batches: no RDD, so the same code serves an in-process
-    session and a Spark Connect server's."""
+    session and a Spark Connect server's. The tasks import kchaos's conversion, which is sent with them
+    (``ship_code``)."""
+    ship_code(spark)
+
     def run(function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if not items:
             return []
@@ -274,6 +303,43 @@ def on_executors(spark: "SparkSession") -> Tasks:
         return [results[n] for n in range(len(items))]
 
     return Tasks(run, functools.cache(lambda: executor_slots(spark)))  # asked only when a file is converted
+
+
+def ship_code(spark: "SparkSession") -> None:
+    """Send kchaos's packages the driver has loaded, zipped, to the session's executors (their Python path), so
+    that a cluster needs no kchaos installed. The zip is named by its content: the same code is the same file,
+    which Spark accepts again within a session."""
+    from spark_analysis.session import is_connect
+
+    zipped = code_zip()
+    if is_connect(spark):
+        if zipped.name not in getattr(spark, "_kchaos_shipped", ()):
+            spark.addArtifacts(str(zipped), pyfile=True)
+            spark._kchaos_shipped = {*getattr(spark, "_kchaos_shipped", ()), zipped.name}  # type: ignore[attr-defined]
+    else:
+        spark.sparkContext.addPyFile(str(zipped))
+
+
+@functools.cache
+def code_zip() -> Path:
+    """kchaos's packages (the top-level ones of the modules loaded from this checkout), as one zip of their
+    ``.py`` files in the temporary folder."""
+    root = Path(__file__).resolve().parent.parent
+    packages = sorted({name.split(".")[0] for name, module in list(sys.modules.items())
+                       if (root / name.split(".")[0] / "__init__.py").is_file()
+                       and str(getattr(module, "__file__", "") or "").startswith(str(root))})
+    files = sorted(f for package in packages for f in (root / package).rglob("*.py"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"kchaos-code-{digest.hexdigest()[:16]}.zip"
+    if not target.is_file():
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in files:
+                z.write(f, f.relative_to(root).as_posix())
+        tmp.replace(target)
+    return target
 
 
 def executor_slots(spark: "SparkSession") -> int:

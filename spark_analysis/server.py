@@ -62,13 +62,18 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def server_env(folder: Path) -> dict[str, str]:
+def server_env(folder: Path, master: str = "local[*]") -> dict[str, str]:
     """The environment of the server's scripts: pyspark's Spark, this folder for pid file, log and configuration
-    (so no other Spark configuration on the machine applies), this interpreter for Python tasks."""
+    (so no other Spark configuration on the machine applies), this interpreter for Python tasks. Its driver
+    listens on the loopback interface when its executors run on this machine; a cluster's must reach it, at
+    the address Spark picks or the one SPARK_LOCAL_IP names."""
+    from spark_analysis.session import on_this_machine
+
     conf_dir = folder / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
+    local_ip = {"SPARK_LOCAL_IP": "127.0.0.1"} if on_this_machine(master) else {}
     return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_PID_DIR": str(folder),
-            "SPARK_LOG_DIR": str(folder), "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOG_DIR": str(folder), "SPARK_CONF_DIR": str(conf_dir), **local_ip,
             "PYSPARK_PYTHON": sys.executable, "SPARK_IDENT_STRING": "kchaos"}
 
 
@@ -98,7 +103,7 @@ def up(port: int = DEFAULT_PORT, master: str = "local[*]", warm: bool = True,
         raise HarnessError(f"port {port} of 127.0.0.1 is taken by another program; choose another with --port")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / STATE).unlink(missing_ok=True)
-    env = server_env(folder)
+    env = server_env(folder, master)
     # --name after the script's own (its "Spark Connect server"): the application a cluster lists is kchaos's
     args = [str(spark_home() / "sbin" / "start-connect-server.sh"), "--master", master, "--name", APP_NAME]
     for key, value in server_conf(master, port, folder).items():

@@ -1,20 +1,31 @@
-"""A Spark standalone cluster on this machine, from pyspark's own distribution: for the tests and the benchmark.
+"""A Spark standalone cluster from pyspark's own distribution: for the tests and the benchmark.
 
 Why: the checker's cluster path (``--spark-master spark://...``: executors in
 JVMs of their own, the conversion by ranges on them) is proved and measured
-against a real master and workers without installing Spark. Each process is
-started in its own process group bound to 127.0.0.1 on free ports, and
-stopped with its group (the executors it launched) on leaving the context,
-whatever happened. ``read_only``: the workers run in a mount namespace of
-their own where that folder is a read-only bind mount (needs root and
-``unshare``), so a run directory there is one the executors cannot write.
+against a real master and workers without installing Spark. Both kinds start
+pyspark's ``bin/spark-class`` bound to 127.0.0.1 on free ports, and stop
+everything they started on leaving the context, whatever happened:
+
+- ``standalone_cluster``: processes on this machine, each in its own process
+  group (stopped with the executors it launched); the benchmark's.
+- ``container_cluster``: the master and each worker in a container of its
+  own on a Docker network of its own (an address each, as on machines of
+  their own), each worker pinned to cores of its own (``cpuset``). The
+  containers run the kchaos base image (Debian and a JRE) with this machine's
+  Python and virtualenv mounted read-only at their own paths: nothing is
+  installed in them, and kchaos's code reaches the executors with the session
+  (ranged.ship_code). A driver on this machine binds the network's gateway
+  address (``Standalone.env``) so that the executors can reach it. The
+  containers see only the folders they are given, at the same paths as here,
+  which is what a cluster's executors need of a run directory
+  (docs/nightly.md); ``read_only`` is one of them mounted read-only, so a run
+  directory there is one the executors cannot write.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -40,13 +51,18 @@ class ClusterError(RuntimeError):
 @dataclass(frozen=True)
 class Standalone:
     url: str  # the master's
-    ui_port: int  # the master's web UI (its /json/ state)
-    read_only: Path | None  # the folder the workers see read-only, if asked for and possible
-    pgids: tuple[int, ...]  # the process groups of the master and the workers (their CPU time: see cpu_seconds)
+    ui: str  # the master's web UI (its /json/ state)
+    pgids: tuple[int, ...] = ()  # processes: the master's and the workers' groups (their CPU time: cpu_seconds)
+    read_only: Path | None = None  # containers: the folder the workers see read-only
+    driver_ip: str = "127.0.0.1"  # where a driver on this machine listens so that the executors reach it
 
     def state(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as response:
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as response:
             return json.loads(response.read())
+
+    def env(self, workdir: Path) -> dict[str, str]:
+        """The environment of a driver on this machine (``kchaos check``, ``kchaos spark up``) that uses it."""
+        return cluster_env(workdir, self.driver_ip)
 
 
 def free_port() -> int:
@@ -55,28 +71,52 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cluster_env(workdir: Path) -> dict[str, str]:
+def cluster_env(workdir: Path, local_ip: str = "127.0.0.1") -> dict[str, str]:
     """The environment of the cluster's processes and of a driver talking to it (this Python for the tasks)."""
     return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(workdir / "logs"),
+            "SPARK_LOCAL_IP": local_ip, "SPARK_LOG_DIR": str(workdir / "logs"),
             "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_MASTER_HOST": "127.0.0.1"}
 
 
-def can_mount() -> bool:
-    """Root with unshare: a worker can be given a read-only view of one folder."""
-    return os.geteuid() == 0 and shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "--mount", "true"], capture_output=True).returncode == 0
+def master_args(host: str, port: int, ui_port: int) -> list[str]:
+    return ["org.apache.spark.deploy.master.Master", "--host", host, "--port", str(port), "--webui-port", str(ui_port)]
 
 
-def start(args: list[str], log: Path, env: dict[str, str], read_only: Path | None = None) -> subprocess.Popen[bytes]:
+def worker_args(host: str, url: str, cores: int, memory: str, work_dir: Path) -> list[str]:
+    return ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", str(free_port()),
+            "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory,
+            "--work-dir", str(work_dir), url]
+
+
+def wait_for(what: str, ready: Callable[[], bool], failed: Callable[[], str | None], logs: Callable[[], str]) -> None:
+    """Until ``ready``; ClusterError as soon as ``failed`` says why, or after START_TIMEOUT_S with the logs."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if (why := failed()) is not None:
+            raise ClusterError(why)
+        try:
+            if ready():
+                return
+        except (OSError, ValueError):  # not listening yet, or a web UI still starting (not JSON yet)
+            pass
+        time.sleep(1)
+    raise ClusterError(f"{what} not ready after {START_TIMEOUT_S} s: {logs()}")
+
+
+def wait_until_up(cluster: Standalone, workers: int, failed: Callable[[], str | None],
+                  logs: Callable[[], str]) -> None:
+    wait_for("the Spark master", lambda: cluster.state()["status"] == "ALIVE", failed, logs)
+    wait_for("the Spark workers", lambda: cluster.state()["aliveworkers"] >= workers, failed, logs)
+
+
+# --- processes on this machine ---
+
+
+def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A JVM in its own process group, so that stopping it also stops the executors it launched."""
-    command = [str(SPARK_HOME / "bin" / "spark-class"), *args]
-    if read_only is not None:
-        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   'mount --bind -o ro "$0" "$0" && exec "$@"', str(read_only), *command]
     with log.open("wb") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -89,49 +129,128 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=30)
 
 
-def wait_for(what: str, ready: Callable[[], bool], procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for proc, log in zip(procs, logs):
-            if proc.poll() is not None:
-                raise ClusterError(f"{log.name} exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if ready():
-                return
-        except (OSError, ValueError):  # not listening yet, or a web UI still starting (not JSON yet)
-            pass
-        time.sleep(1)
-    raise ClusterError(f"{what} not ready after {START_TIMEOUT_S} s: "
-                       + " | ".join(log.read_text()[-1000:] for log in logs))
-
-
 @contextmanager
-def standalone_cluster(workdir: Path, workers: int = 1, cores: int = 2, memory: str = "2g",
-                       read_only: Path | None = None) -> Iterator[Standalone]:
-    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each; ``read_only`` only when
-    ``can_mount``."""
+def standalone_cluster(workdir: Path, workers: int = 1, cores: int = 2, memory: str = "2g") -> Iterator[Standalone]:
+    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each, as processes of this machine."""
     env = cluster_env(workdir)
     port, ui_port = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     procs: list[subprocess.Popen[bytes]] = []
     logs = [workdir / "master.log"] + [workdir / f"worker{i}.log" for i in range(workers)]
-    read_only = read_only if read_only is not None and can_mount() else None
+
+    def failed() -> str | None:
+        return next((f"{log.name} exited with {proc.returncode}: {log.read_text()[-2000:]}"
+                     for proc, log in zip(procs, logs) if proc.poll() is not None), None)
+
+    def tails() -> str:
+        return " | ".join(log.read_text()[-1000:] for log in logs if log.is_file())
+
     try:
-        procs.append(start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                            "--webui-port", str(ui_port)], logs[0], env))
-        cluster = Standalone(url, ui_port, read_only, (procs[0].pid,))
-        wait_for("the Spark master", lambda: cluster.state()["status"] == "ALIVE", procs, logs[:1])
+        procs.append(start(master_args("127.0.0.1", port, ui_port), logs[0], env))
         for i in range(workers):
-            procs.append(start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                "--port", str(free_port()), "--webui-port", str(free_port()),
-                                "--cores", str(cores), "--memory", memory, "--work-dir", str(workdir / f"work{i}"),
-                                url], logs[i + 1], env, read_only))
-        cluster = Standalone(url, ui_port, read_only, tuple(p.pid for p in procs))
-        wait_for("the Spark workers", lambda: cluster.state()["aliveworkers"] >= workers, procs, logs)
+            procs.append(start(worker_args("127.0.0.1", url, cores, memory, workdir / f"work{i}"), logs[i + 1], env))
+        cluster = Standalone(url, f"http://127.0.0.1:{ui_port}", tuple(p.pid for p in procs))
+        wait_until_up(cluster, workers, failed, tails)
         yield cluster
     finally:
         for proc in reversed(procs):
             stop(proc)
+
+
+# --- containers ---
+
+
+def container_mounts(shared: list[Path], read_only: Path | None) -> dict[str, dict[str, str]]:
+    """This machine's Python and virtualenv read-only, ``shared`` read-write and ``read_only`` read-only, each at
+    its own path (docker's volumes)."""
+    python = Path(sys.base_prefix).resolve()
+    if python == Path("/usr"):
+        raise ClusterError("the containers run this machine's Python at its own path, which cannot be /usr "
+                           "(a virtualenv of a Python installed elsewhere: pyenv, /opt, /usr/local)")
+    mounts = {str(python): {"bind": str(python), "mode": "ro"},
+              str(Path(sys.prefix).resolve()): {"bind": str(Path(sys.prefix).resolve()), "mode": "ro"}}
+    for folder in shared:
+        mounts[str(folder)] = {"bind": str(folder), "mode": "rw"}
+    if read_only is not None:
+        mounts[str(read_only)] = {"bind": str(read_only), "mode": "ro"}
+    return mounts
+
+
+MASTER_PORT, MASTER_UI_PORT = 7077, 8080  # Spark's own: each container has an address of its own
+
+
+@contextmanager
+def container_cluster(workdir: Path, shared: list[Path], workers: int = 2, cores: int = 1, memory: str = "1g",
+                      read_only: Path | None = None) -> Iterator[Standalone]:
+    """A master and ``workers`` workers, each in a container of its own; worker i runs on ``cores`` cores of its
+    own (the machine's cores shared out in turn). ``workdir`` (logs, work folders) and ``shared`` are mounted
+    read-write, ``read_only`` read-only (it may lie inside a shared folder). Needs a Docker engine."""
+    import docker  # only the tests' cluster needs it: the checker never imports this
+    from docker.errors import DockerException
+
+    from clusters.image import ensure_base_image
+    from clusters.node import LABEL_CLUSTER, LABEL_OWNER, LABEL_ROLE
+
+    try:
+        client = docker.from_env()
+        image = ensure_base_image(client)
+    except DockerException as e:
+        raise ClusterError(f"a Docker engine is needed for the cluster's containers: {e}") from None
+    cluster_id = f"spark-{os.getpid()}-{free_port()}"
+    labels = {LABEL_CLUSTER: cluster_id, LABEL_OWNER: str(os.getpid())}
+    mounts = container_mounts([workdir, *shared], read_only)
+    env = {"SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable}
+    machine_cores = os.cpu_count() or 1
+    containers: list[Any] = []
+    network = None
+
+    def run(role: str, args: list[str], cpuset: str | None) -> Any:
+        # each process binds its container's own address, which only the container knows
+        command = ['export SPARK_LOCAL_IP="$(hostname -i)" && exec "$0" "$@" --host "$SPARK_LOCAL_IP"',
+                   str(SPARK_HOME / "bin" / "spark-class"), *args]
+        container = client.containers.run(
+            image, command, name=f"kchaos-{cluster_id}-{role}", entrypoint=["sh", "-c"], detach=True,
+            network=network.name, volumes=mounts, environment=env, cpuset_cpus=cpuset,
+            labels={**labels, LABEL_ROLE: f"spark-{role}"})
+        containers.append(container)
+        container.reload()
+        return container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
+
+    def failed() -> str | None:
+        for c in containers:
+            c.reload()
+            if c.status == "exited":
+                return f"{c.name} exited: {c.logs(tail=20).decode(errors='replace')}"
+        return None
+
+    def tails() -> str:
+        return " | ".join(f"{c.name}: {c.logs(tail=10).decode(errors='replace')}" for c in containers)
+
+    try:
+        network = client.networks.create(f"kchaos-{cluster_id}", driver="bridge", labels=labels)
+        network.reload()
+        gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
+        master_ip = run("master", ["org.apache.spark.deploy.master.Master", "--port", str(MASTER_PORT),
+                                   "--webui-port", str(MASTER_UI_PORT)], None)
+        url = f"spark://{master_ip}:{MASTER_PORT}"
+        for i in range(workers):
+            own = ",".join(str((i * cores + k) % machine_cores) for k in range(cores))
+            run(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--cores", str(cores), "--memory", memory,
+                               "--work-dir", str(workdir / f"work{i}"), url], own)
+        cluster = Standalone(url, f"http://{master_ip}:{MASTER_UI_PORT}", read_only=read_only, driver_ip=gateway)
+        wait_until_up(cluster, workers, failed, tails)
+        yield cluster
+    finally:
+        for c in reversed(containers):
+            try:
+                c.remove(force=True)
+            except DockerException:
+                pass
+        if network is not None:
+            try:
+                network.remove()
+            except DockerException:
+                pass
 
 
 def cpu_seconds(pgids: tuple[int, ...]) -> float:

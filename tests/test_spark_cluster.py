@@ -1,27 +1,32 @@
 """The Spark checker on a real Spark standalone cluster: the same job, the same results as the reference.
 
-The test starts a master and one worker from this machine's pyspark
-installation (``spark-class``, as processes it owns, bound to 127.0.0.1 on
-free ports). A Spark Connect server in front of it (``kchaos spark up
---master spark://...``) checks a history as the reference does, with the
-executors converting the JSON lines to their Parquet caches
-(spark_analysis/ranged.py): the caches must come out as folders of parts,
-read as the reference reads the lines, also when cut into many small ranges.
-Once the server is killed, a check aimed at it fails in one line. As root,
-the worker runs in a mount namespace of its own where one folder is a
-read-only bind mount: a run directory there is one the executors cannot
-write (the driver, here ``kchaos check --spark-master``'s own, can), which
-must fall back to the JSON lines as a read-only run directory does. The
-cluster is always stopped, even when the test fails.
+The test starts a master and two workers from this machine's pyspark
+installation (``spark-class``), each in a container of its own on a Docker
+network of its own, each worker on a core of its own
+(spark_analysis/standalone.py: ``container_cluster``). The executors see the
+test's temporary folder at the same path as this machine, and one folder in
+it read-only; kchaos's code reaches them with the session. A Spark Connect
+server in front of the cluster (``kchaos spark up --master spark://...``)
+checks a history as the reference does, with the executors converting the
+JSON lines to their Parquet caches (spark_analysis/ranged.py): the caches
+must come out as folders of parts, read as the reference reads the lines,
+also when cut into many small ranges. A run directory the executors do not
+see fails its check in one line; once the server is killed, a check aimed
+at it fails in one line. A run directory the executors cannot write (the
+driver, here ``kchaos check --spark-master``'s own, can) must fall back to
+the JSON lines as a read-only run directory does. The cluster is always
+removed, even when the test fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,7 @@ from spark_analysis import cache, columnar, ranged
 from spark_analysis import checker as spark_checker
 from spark_analysis.server_state import SERVER_ENV, STATE
 from spark_analysis.session import spark_session
-from spark_analysis.standalone import ClusterError, Standalone, cluster_env, free_port, standalone_cluster
+from spark_analysis.standalone import ClusterError, Standalone, container_cluster, free_port
 from test_checker_reference import make_run
 from test_columnar import ODD_LINES, same_as_reference
 from test_ranged import interleaved
@@ -48,22 +53,22 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """A one-worker standalone cluster on 127.0.0.1 whose executors see one folder read-only (when root)."""
+    """Two workers of a core each, in containers that see the tests' temporary folder, one folder in it
+    read-only."""
     try:
-        with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"),
-                                read_only=tmp_path_factory.mktemp("executors-read-only")) as cluster:
+        with container_cluster(tmp_path_factory.mktemp("spark-cluster"), [tmp_path_factory.getbasetemp()],
+                               read_only=tmp_path_factory.mktemp("executors-read-only")) as cluster:
             yield cluster
     except ClusterError as e:
         pytest.fail(str(e))
 
 
 def test_a_run_directory_the_executors_cannot_write_means_reading_the_json_lines(spark_cluster: Standalone) -> None:
-    if spark_cluster.read_only is None:
-        pytest.skip("needs root and unshare to give the executors a read-only view of the run directory")
+    assert spark_cluster.read_only is not None
     run = make_run(spark_cluster.read_only / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
     expected = reference.check_run(run)
     result = subprocess.run([str(BIN / "kchaos"), "check", str(run), "--spark-master", spark_cluster.url],
-                            capture_output=True, text=True, timeout=900, env=cluster_env(run))
+                            capture_output=True, text=True, timeout=900, env=spark_cluster.env(run))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     written = json.loads((run / "results.json").read_text())
@@ -84,7 +89,7 @@ def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_referenc
     """``kchaos spark up --master spark://...``: a Spark Connect server whose jobs run on the cluster, so that
     the executors convert the history through it too (mapInArrow, no RDD); ``kchaos check`` through it judges
     as the reference (and so as local mode: tests/test_spark_checker.py). Then the server is killed."""
-    env = {**cluster_env(tmp_path), SERVER_ENV: str(tmp_path / "server")}
+    env = {**spark_cluster.env(tmp_path), SERVER_ENV: str(tmp_path / "server")}
     for name in ("SPARK_REMOTE", "SPARK_MASTER"):
         env.pop(name, None)
     port = free_port()
@@ -99,8 +104,11 @@ def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_referenc
         checked = kchaos("check", str(run), env=env)
         assert checked.returncode == 1, checked.stdout + checked.stderr  # anomalies: expectations not met
         assert "Using Spark's default log4j profile" not in checked.stdout + checked.stderr  # a quiet console
-        # the jobs really ran on the cluster: the server is its application
-        assert [app["name"] for app in spark_cluster.state()["activeapps"]] == ["kchaos-check-server"]
+        # the jobs really ran on the cluster: the server is its application, with an executor in each container
+        state = spark_cluster.state()
+        assert [app["name"] for app in state["activeapps"]] == ["kchaos-check-server"]
+        assert len({w["host"] for w in state["workers"]}) == 2
+        assert [(w["cores"], w["coresused"]) for w in state["workers"]] == [(1, 1), (1, 1)]
         assert checked.stdout.startswith(f"checked through the Spark Connect server at sc://127.0.0.1:{port}")
         for name in ("sends.parquet", "reads.parquet"):  # converted by the executors: a folder of parts each
             assert (run / "history" / name / ranged.META).is_file()
@@ -108,6 +116,16 @@ def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_referenc
         expected = reference.check_run(run)
         assert written["checker"] == "spark" and expected.pop("checker") == "python"
         assert {k: v for k, v in written.items() if k in expected and k != "checker"} == expected
+
+        unshared = Path(tempfile.mkdtemp(prefix="kchaos-not-shared-"))  # outside what the containers see
+        try:
+            make_run(unshared / "run", **everything_at_once(), scenario=PROMISES["idempotent"])
+            alone = kchaos("check", str(unshared / "run"), env=env)
+        finally:
+            shutil.rmtree(unshared)
+        assert alone.returncode == 2 and len(alone.stderr.splitlines()) == 1, alone.stderr
+        assert alone.stderr.startswith(f"kchaos: the Spark executors cannot read {unshared}/run/history/sends.jsonl")
+        assert "same path" in alone.stderr
 
         state = json.loads((tmp_path / "server" / STATE).read_text())
         os.kill(state["pid"], signal.SIGKILL)  # a crash, or the kernel's out-of-memory killer
@@ -127,12 +145,16 @@ def test_a_check_through_a_server_in_front_of_the_cluster_judges_as_the_referenc
 
 
 @pytest.fixture(scope="module")
-def cluster_session(spark_cluster: Standalone) -> Iterator[Any]:
-    session = spark_session(spark_cluster.url, history_bytes=0)
-    try:
-        yield session
-    finally:
-        session.stop()
+def cluster_session(spark_cluster: Standalone, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    env = spark_cluster.env(tmp_path_factory.mktemp("session"))
+    with pytest.MonkeyPatch.context() as mp:  # the executors reach this driver, and run this Python
+        for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON"):
+            mp.setenv(name, env[name])
+        session = spark_session(spark_cluster.url, history_bytes=0)
+        try:
+            yield session
+        finally:
+            session.stop()
 
 
 @pytest.fixture
