@@ -58,6 +58,15 @@ class FaultClock:
         return i if i < len(self.windows) else None
 
 
+def charged_entries(entries: Iterable[tuple[Any, ...]], windows: list[dict[str, Any]]
+                    ) -> list[tuple[str, int | None, int]]:
+    """The ``anomaly_ranges`` entries (checkers.anomalies.RangeEntry: anomaly first, ns fourth) counted per
+    (anomaly, fault window charged by their time: ``FaultClock.after``), as ``fault_rows`` takes them."""
+    clock = FaultClock(windows)
+    charged = Counter((e[0], clock.after(e[3])) for e in entries)
+    return [(anomaly, fault, n) for (anomaly, fault), n in charged.items()]
+
+
 def fault_rows(windows: list[dict[str, Any]], charged: Iterable[tuple[str, int | None, int]]) -> list[dict[str, Any]]:
     """One row per fault window, then one for fault null when it counts something; ``charged``: (anomaly, 0-based
     fault index or None, how many)."""

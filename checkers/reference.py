@@ -48,8 +48,8 @@ from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
-from checkers.breakdown import FaultClock, breakdown_document, fault_rows, partition_rows, ranged_counts
-from checkers.series import second_of, series_document
+from checkers.breakdown import breakdown_document, charged_entries, fault_rows, partition_rows, ranged_counts
+from checkers.series import entries_per_second, second_of, series_document
 from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
 from rundir.layout import RunDir, require_history
 
@@ -580,25 +580,21 @@ def breakdown(history: History, judge: Judge, found: Findings, entries: list[Ran
                           {part: Counter(lost_unverifiable=n) for part, n in found.unverifiable_in.items()},
                           ranged_counts(ranges))
     windows = fault_windows(history.events)
-    clock = FaultClock(windows)
-    charged = Counter((e.anomaly, clock.after(e.ns)) for e in entries)
     divergent = found.positions["divergent"]
     lost_divergent = 0
     for msg in found.messages["lost"]:
         s = judge.sends[msg]  # type: ignore[index]
         if s.partition is not None and s.offset is not None and (s.topic, s.partition, s.offset) in divergent:
             lost_divergent += 1
-    return breakdown_document(rows, fault_rows(windows, ((a, f, n) for (a, f), n in charged.items())),
-                              lost_divergent)
+    return breakdown_document(rows, fault_rows(windows, charged_entries(entries, windows)), lost_divergent)
 
 
 def series(judge: Judge, entries: list[RangeEntry]) -> dict[str, Any]:
     """results.json's ``series``: the winning acks and the range entries per second and partition."""
     acked = Counter((s.topic, s.partition, second_of(s.complete_ns)) for s in judge.sends.values()
                     if s.status == OK and s.complete_ns is not None)
-    ranged = Counter((e.anomaly, e.topic, e.partition, second_of(e.ns)) for e in entries if e.ns is not None)
     return series_document([*(("acked", t, p, sec, n) for (t, p, sec), n in acked.items()),
-                            *((a, t, p, sec, n) for (a, t, p, sec), n in ranged.items())])
+                            *entries_per_second(entries)])
 
 
 # --- examples ---------------------------------------------------------------------------------------

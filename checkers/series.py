@@ -56,6 +56,16 @@ def series_document(counted: Iterable[tuple[str, str, "int | None", int, int]]) 
                            for part in sorted(parts, key=part_order)]}
 
 
+def entries_per_second(entries: Iterable[tuple[Any, ...]]) -> list[tuple[str, str, "int | None", int, int]]:
+    """The ``anomaly_ranges`` entries with a time (checkers.anomalies.RangeEntry: anomaly, topic, partition, ns)
+    counted per (anomaly, topic, partition, second), as ``series_document`` takes them."""
+    counted: dict[tuple[str, str, int | None, int], int] = defaultdict(int)
+    for anomaly, topic, partition, ns, *_ in entries:
+        if ns is not None:
+            counted[(anomaly, topic, partition, second_of(ns))] += 1
+    return [(a, t, p, sec, n) for (a, t, p, sec), n in counted.items()]
+
+
 def totals_per_second(series: dict[str, Any], name: str) -> dict[int, int]:
     """One series summed over the partitions: second -> n."""
     out: dict[int, int] = defaultdict(int)

@@ -5,19 +5,28 @@ table's ``lost`` and ``duplicated`` rows, the position table's ``divergent``
 ones), never from a second reading of the definitions: a duplicated message's
 final reads are its reads, and a divergent position's acks are the acks the
 examples see. Each entry gets its time from its send line's ``complete_ns``
-(one join on the line key), and a window per (anomaly, topic, partition) over
-time marks where a new range starts (``lag``) and numbers the ranges (a
-running sum of those marks). Only the ranges come back to Python; the entry
-rows pass through the JVM driver only as a broadcast, when there are at most
-BROADCAST_KEYS of them (judge.broadcast_if_few), as the checker's other keys do.
+(one join on the line key, one job).
+
+Up to ENTRIES_IN_DRIVER entries (any run but one that lost most of a big
+history) come back to Python, where the reference's own functions group them
+into ranges, charge them to faults and count them per second: one job, and
+the rules written once. More stay in Spark, checkpointed so that the
+history is read once: a window per (anomaly, topic, partition) over time
+marks where a new range starts (``lag``) and numbers the ranges (a running
+sum of those marks), and only the ranges, charges and seconds come back. The
+entry rows pass through the JVM driver only as a broadcast, when there are
+at most BROADCAST_KEYS of them (judge.broadcast_if_few), as the checker's
+other keys do.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkers.anomalies import RANGE_ANOMALIES, RANGE_GAP_NS, ordered_ranges, range_record
-from checkers.series import second_sql
+from checkers.anomalies import RANGE_ANOMALIES, RANGE_GAP_NS, RangeEntry, ordered_ranges, range_record
+from checkers.anomalies import anomaly_ranges as grouped_ranges
+from checkers.breakdown import charged_entries
+from checkers.series import entries_per_second, second_sql
 
 from spark_analysis.encode import Encoded, literal_table
 from spark_analysis.judge import POSITION_KEY, broadcast_if_few
@@ -27,6 +36,7 @@ if TYPE_CHECKING:
 
 LOST, DUPLICATED, DIVERGENT = (RANGE_ANOMALIES.index(a) for a in ("lost", "duplicated", "divergent"))
 NO_SEND = -1  # the send key of an entry no send line places in time (line keys are never negative)
+ENTRIES_IN_DRIVER = 100_000  # at most this many entries are grouped by the reference's code, in Python
 
 
 def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFrame", enc: Encoded,
@@ -39,17 +49,22 @@ def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFra
 
     ``messages`` and ``positions`` are the judge's cached findings, ``acks``
     every winning ack (``judge.acked``), ``counts`` the results' counts: they
-    say which entries there are, and whether they are few enough to broadcast.
-    The three come from one job: their aggregates of the entries, unioned
-    and collected together (the entries' shuffle is planned once and reused
-    by each, so nothing is cached).
+    say which entries there are, and whether they are few enough to broadcast
+    or to group in Python.
     """
     from pyspark.sql import functions as F
 
     rows = entry_rows(messages, positions, acks, enc.reads, counts)
     if rows is None:
         return [], [], []
-    table = entries(rows, enc.sends, sum(counts[a] for a in RANGE_ANOMALIES))
+    topics = enc.names.topics
+    few = sum(counts[a] for a in RANGE_ANOMALIES)  # about one entry each
+    table = entries(rows, enc.sends, few)
+    if few <= ENTRIES_IN_DRIVER:
+        found = [RangeEntry(RANGE_ANOMALIES[r["anomaly"]], topics[r["tid"]], r["partition"], r["ns"],
+                            r["min_offset"], r["max_offset"]) for r in table.collect()]
+        return grouped_ranges(found), charged_entries(found, windows or []), entries_per_second(found)
+    table = table.localCheckpoint()  # computed once: the three aggregates below would each read the history
     parts = (islands(table), charges(table, windows or []), seconds(table))
     union = parts[0].withColumn("_part", F.lit(0))
     for i, part in enumerate(parts[1:], 1):
@@ -57,7 +72,6 @@ def anomaly_ranges(messages: "DataFrame", positions: "DataFrame", acks: "DataFra
     collected: list[list[Any]] = [[], [], []]
     for r in union.collect():
         collected[r["_part"]].append(r)
-    topics = enc.names.topics
     return ranges_of(collected[0], topics), charged_of(collected[1]), per_second_of(collected[2], topics)
 
 

@@ -897,13 +897,17 @@ def test_literal_tables_hold_any_name_and_number(spark: Any) -> None:
 # --- the breakdown per partition and per fault (checkers/breakdown.py) ----------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous"])
+@pytest.mark.parametrize("variant", ["plain", "exact", "repeated_sends", "ambiguous", "grouped_in_spark"])
 def test_the_anomaly_ranges_and_the_breakdown_agree(spark: Any, both_formats: str, tmp_path: Path,
-                                                    variant: str) -> None:
+                                                    variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """ranges_history (tests/test_anomaly_ranges.py) judged along each path of the Spark checker, with fault
-    windows (which place the ranges' entries, never change the ranges)."""
+    windows (which place the ranges' entries, never change the ranges); the entries grouped in Python (the
+    reference's code), and as for a run with too many of them, in Spark."""
+    from spark_analysis import anomaly_ranges
     from test_breakdown import FAULTED_EXPECTED, FAULTS
 
+    if variant == "grouped_in_spark":
+        monkeypatch.setattr(anomaly_ranges, "ENTRIES_IN_DRIVER", 0)
     h = _ranges_variant(variant)
     h["events"] = h["events"] + FAULTS
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **h))
