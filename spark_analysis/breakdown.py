@@ -2,10 +2,11 @@
 
 Lost, duplicated and divergent per partition are the ranges' counts summed,
 and per fault the ranges' entries charged by their time (anomaly_ranges.py);
-what else a partition row counts comes from two small aggregations: the send
-and read lines grouped by partition (one job; the winning ok lines are found
-by message first only when some message was sent twice), and the cached
-findings' unverifiable acks by partition (only when there are some).
+what else a partition row counts comes from the files' tallies, which the
+conversion counted (tallies.py), or else from the send and read lines grouped
+by partition (one job; the winning ok lines are found by message first only
+when some message was sent twice), and from the cached findings'
+unverifiable acks by partition (only when there are some).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from checkers.series import second_sql
 
 from spark_analysis.encode import OK, Names
 from spark_analysis.judge import POSITION_KEY
+from spark_analysis.tallies import Tallies, partition_tallies as footer_tallies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,13 +66,17 @@ def partition_tallies(sends: "DataFrame", reads: "DataFrame", repeats: bool
 def spark_breakdown(sends: "DataFrame", reads: "DataFrame", repeats: bool, messages: "DataFrame",
                     positions: "DataFrame", names: Names, counts: dict[str, int], event_parts: set[Part],
                     ranges: list[dict[str, Any]], windows: list[dict[str, Any]],
-                    charged: list[tuple[str, int | None, int]]
+                    charged: list[tuple[str, int | None, int]], tallies: "tuple[Tallies, Tallies] | None" = None
                     ) -> tuple[dict[str, Any], list[tuple[str, str, Any, int, int]]]:
     """The ``breakdown`` block, and the acked per second as ``series_document`` rows: ``sends`` and ``reads``
     the encoded lines, ``messages`` and ``positions`` the cached findings, ``event_parts`` the partitions of the
-    final-read events, ``ranges`` and ``charged`` what anomaly_ranges found."""
+    final-read events, ``ranges`` and ``charged`` what anomaly_ranges found, ``tallies`` the files' (send,
+    read) when their conversion counted them."""
     topics = names.topics
-    totals, per_second = partition_tallies(sends, reads, repeats)
+    if tallies is not None and not repeats:
+        totals, per_second = footer_tallies(*tallies, names.topic_ids())
+    else:
+        totals, per_second = partition_tallies(sends, reads, repeats)
     tallies = {(topics[t], p): c for (t, p), c in totals.items()}
     acked = [("acked", topics[t], p, second, n) for t, p, second, n in per_second]
     unverifiable: dict[Part, Counter[str]] = {}

@@ -6,7 +6,9 @@ the JSONL it was made from, so it is used only while the JSONL still has
 both and is not newer than the cache; otherwise it is rebuilt. The footer
 also keeps what the conversion learnt that Spark cannot see in the rows: the
 reader's notes (a dropped cut-off last line is reported on every check, not
-only the first) and where lines start in the JSONL, for the examples.
+only the first), where lines start in the JSONL, for the examples, its lines
+counted per partition (tallies.py), and for a send file whether its acks are
+proved in order (ack_order.py).
 
 A cache is one Parquet file when the driver converted it, or a folder of
 parts with its footer in ``_kchaos.meta`` when a Spark cluster's executors did
@@ -31,9 +33,10 @@ import pyarrow.parquet as pq
 from rundir.lines import parse_json_line
 from spark_analysis.columnar import Converted, Layout, convert
 from spark_analysis.ranged import Tasks, convert_ranges, footer_path, parts_of
+from spark_analysis.tallies import Tallies
 
-FORMAT = "5"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns,
-# 5: a txns line's missing intent stored apart from a null one)
+FORMAT = "6"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns,
+# 5: a txns line's missing intent stored apart from a null one, 6: tallies and the acks' order in the footer)
 KEY = "kchaos."
 INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
 
@@ -50,6 +53,8 @@ class ParquetFile:
     notes: list[str]  # the reader's notes for this file (a dropped incomplete last line)
     marks: list[tuple[int, int]]  # (line number, byte offset of that line in the source), ascending
     names: dict[str, list[str]]  # "producers", "topics", "groups" -> the names behind this file's ids
+    acks_ordered: bool | None = None  # a send file's acks proved in order (ack_order.py); None: not known
+    tallies: Tallies | None = None  # a send or read file's lines per partition (tallies.py); None: not known
 
     def lines(self, numbers: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The whole source lines with these numbers, parsed as the reference parses them."""
@@ -147,6 +152,10 @@ def cached(source: Path, layout: Layout, label: str, tasks: Tasks | None = None)
                        "names": json.dumps(converted.names),
                        "blocks": json.dumps({"arrow": converted.arrow_blocks, "rules": converted.rule_blocks}),
                        "marks": json.dumps([x for mark in converted.marks for x in mark])}
+            if converted.ack_order is not None:
+                entries["acks_ordered"] = json.dumps(converted.ack_order.ordered)
+            if converted.tallies is not None:
+                entries["tallies"] = converted.tallies.to_json()
             return {KEY + k: v for k, v in entries.items()}
 
         try:
@@ -161,5 +170,7 @@ def cached(source: Path, layout: Layout, label: str, tasks: Tasks | None = None)
     assert meta is not None
     flat = json.loads(meta["marks"])
     return ParquetFile(path=target, source=source, label=label, notes=json.loads(meta["notes"]),
-                       marks=list(zip(flat[::2], flat[1::2])), names=json.loads(meta["names"]))
+                       marks=list(zip(flat[::2], flat[1::2])), names=json.loads(meta["names"]),
+                       acks_ordered=json.loads(meta["acks_ordered"]) if "acks_ordered" in meta else None,
+                       tallies=Tallies.from_json(meta["tallies"]) if "tallies" in meta else None)
 

@@ -17,7 +17,8 @@ The stages, and the jobs they run (only aggregates come back to the driver):
    judged again from their own rows. One more job does the same for the
    position table (one shuffle by (tid, partition, offset) of the reads and
    those unconfirmed acks); one runs the reorder window over every ack (the
-   acknowledged send lines themselves unless some message was sent twice).
+   acknowledged send lines themselves unless some message was sent twice),
+   unless the conversion proved them in order (ack_order.py).
    With transactions, the message table also judges each transactional
    message against the read_committed read-back and its transaction's
    outcome (a broadcast join with txns.jsonl), and keeps the members that
@@ -224,9 +225,11 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
                                       POSITION_FINDINGS)
         cached.append(positions)
         pc = PositionCounts.of(row)
-        reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them
-        cached.append(reordered)
-        out_of_order = reordered.count()
+        reordered, out_of_order = None, 0  # the conversion proved the acks in order: none is reordered
+        if not history.acks_ordered:
+            reordered = reordered_table(acks).persist(StorageLevel.MEMORY_AND_DISK)  # few rows; examples use them
+            cached.append(reordered)
+            out_of_order = reordered.count()
 
         # transactions: counted by outcome, and torn ones found, from the winning sends (the send lines when no
         # message was sent twice) and the members the read_committed read-back lacks (cached findings)
@@ -271,7 +274,8 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
                                    pipeline_unverifiable=counts["pipeline_unverifiable"])
 
         if any(counts[a] for a in ANOMALIES):
-            chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered else None))
+            chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered and out_of_order
+                                               else None))
             examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
             examples["torn_transaction"] = ex.torn_examples(spark, torn, members, missing, names)
             examples["hanging_transaction"] = [hanging[p] for p in heapq.nsmallest(ex.MAX_EXAMPLES, hanging)]
@@ -282,7 +286,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
         ranges, charged, ranged_seconds = anomaly_ranges(messages, positions, acks, enc, counts, windows)
         breakdown, acked_seconds = spark_breakdown(enc.sends, enc.reads, bool(repeats), messages, positions, names,
                                                    counts, set(history.complete) | set(history.complete_committed),
-                                                   ranges, windows, charged)
+                                                   ranges, windows, charged, history.tallies)
         return results_document(CHECKER, counts, promises, history.cut_short, incomplete, examples, notes, ranges,
                                 breakdown, series_document([*acked_seconds, *ranged_seconds]), unread_committed)
     finally:

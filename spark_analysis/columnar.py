@@ -30,6 +30,8 @@ from catalogue.history import SEND_STATUSES
 from checkers.history import INTENT_UNKNOWN, parse_read, parse_send, parse_txn
 from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE
 from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, BadLine, HistoryError, LineRules, parse_json_line
+from spark_analysis.ack_order import AckOrder
+from spark_analysis.tallies import Tallies
 from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES, STATUS_CODES as CODE_OF_STATUS
 
 BLOCK_BYTES = 8 * 2 ** 20  # one unit of work: big enough for Arrow, small enough to keep memory bounded
@@ -207,6 +209,8 @@ class Converted:
     names: dict[str, list[str]]  # dictionary -> names, by id
     arrow_blocks: int = 0  # blocks read by Arrow alone
     rule_blocks: int = 0  # blocks read line by line by the reference's rules
+    ack_order: AckOrder | None = None  # the send file's: are its acks proved in order (ack_order.py)
+    tallies: Tallies | None = None  # a send or read file's lines counted per partition (tallies.py)
 
 
 # --- one block ------------------------------------------------------------------------------------
@@ -388,6 +392,8 @@ class Converter:
         self._numbers = pa.array([], LONG)
         self.dictionaries = Dictionaries()
         self.arrow_blocks = self.rule_blocks = 0
+        self.ack_order = AckOrder() if layout.name == SENDS_FILE else None
+        self.tallies = Tallies() if layout.name in (SENDS_FILE, READS_FILE) else None
 
     def add(self, block: bytes, fast: FastBlock | None) -> None:
         if fast is not None and self.rules.unparsed is None and self._rechecked(block, fast):
@@ -400,8 +406,14 @@ class Converter:
             raw, numbers = records_table(records, self.layout, self.label)
             self.rule_blocks += 1
         if raw.num_rows:
-            self.writer.write_table(stored_table(raw, self.layout, numbers, self.dictionaries))
+            stored = stored_table(raw, self.layout, numbers, self.dictionaries)
+            self.writer.write_table(stored)
             self.rows += raw.num_rows
+            topics = list(self.dictionaries.ids["topics"])
+            if self.ack_order is not None:
+                self.ack_order.add(stored, list(self.dictionaries.ids["producers"]), topics)
+            if self.tallies is not None:
+                (self.tallies.add_sends if self.layout.name == SENDS_FILE else self.tallies.add_reads)(stored, topics)
         self.marks += [(self.lines + before + 1, self.offset + at) for before, at in marks]
         self.lines += lines
         self.offset += len(block)
@@ -431,7 +443,8 @@ class Converter:
 
     def result(self, notes: list[str]) -> Converted:
         return Converted(notes=notes, lines=self.lines, marks=self.marks, names=self.dictionaries.names(),
-                         arrow_blocks=self.arrow_blocks, rule_blocks=self.rule_blocks)
+                         arrow_blocks=self.arrow_blocks, rule_blocks=self.rule_blocks, ack_order=self.ack_order,
+                         tallies=self.tallies)
 
 
 def parquet_writer(path: Path, layout: Layout) -> pq.ParquetWriter:

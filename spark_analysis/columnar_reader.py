@@ -32,6 +32,8 @@ from spark_analysis.session import converts_on_executors, master_of
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from spark_analysis.tallies import Tallies
+
 
 @dataclass
 class ParquetSource:
@@ -103,7 +105,15 @@ def read_history(spark: "SparkSession", history_dir: Path,
         low, high = ranges.pop("fseq")
         ranges["seq"] = (min(low, ranges.get("seq", (low, high))[0]), max(high, ranges.get("seq", (low, high))[1]))
     return history_of(sends, reads, txns, events, notes, txn_sends=files[SENDS.name].has_values("txn"),
-                      names=names, ranges=ranges)
+                      names=names, ranges=ranges, acks_ordered=files[SENDS.name].acks_ordered is True,
+                      tallies=_tallies(files[SENDS.name], files[READS.name]))
+
+
+def _tallies(sends: ParquetFile, reads: ParquetFile | None) -> "tuple[Tallies, Tallies] | None":
+    """Both files' tallies, when their caches recorded them (a cache made before kept none)."""
+    if sends.tallies is None or reads is None or reads.tallies is None:
+        return None
+    return sends.tallies, reads.tallies
 
 
 def conversion_tasks(spark: "SparkSession") -> Tasks | None:

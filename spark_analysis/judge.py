@@ -778,7 +778,8 @@ def observed(table: "DataFrame", metrics: list[str], keep: str) -> tuple["DataFr
 
     seen = Observation()  # a fresh name: a plan cached by an earlier check is never reused unobserved
     kept = table.observe(seen, *[F.expr(m) for m in metrics]).filter(keep).persist(StorageLevel.MEMORY_AND_DISK)
-    kept.count()
+    # fills the cache; unlike count(), no last stage to add up the rows (a job of its own under adaptive execution)
+    kept.write.format("noop").mode("overwrite").save()
     row = dict(seen.get)
     low, high = row.get("partition_min"), row.get("partition_max")
     if (low is not None and low < 0) or (high is not None and high >= PART_KEY):

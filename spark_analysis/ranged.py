@@ -51,6 +51,8 @@ import pyarrow.parquet as pq
 
 from rundir.lines import HistoryError, LineRules
 from spark_analysis import columnar
+from spark_analysis.ack_order import AckOrder
+from spark_analysis.tallies import Tallies
 from spark_analysis.columnar import (BLOCK_BYTES, DICTIONARIES, READS, SENDS, TXNS, Converted, Converter, Layout,
                                      convert_range, install, parquet_writer, remove)
 
@@ -122,6 +124,8 @@ class Part:
     oserror: str | None = None  # why the task could not read its range or write its part
     arrow_blocks: int = 0
     rule_blocks: int = 0
+    ack_order: AckOrder | None = None
+    tallies: Tallies | None = None
 
     @property
     def nonblank(self) -> bool:
@@ -177,7 +181,8 @@ def convert_part(task: Task) -> Part:
         return Part(oserror=f"{task.source}: {e}")
     done = converter.result([])
     return Part(lines=done.lines, rows=converter.rows, marks=done.marks, names=done.names,
-                unparsed=converter.rules.unparsed, arrow_blocks=done.arrow_blocks, rule_blocks=done.rule_blocks)
+                unparsed=converter.rules.unparsed, arrow_blocks=done.arrow_blocks, rule_blocks=done.rule_blocks,
+                ack_order=done.ack_order, tallies=done.tallies)
 
 
 @dataclass
@@ -213,10 +218,17 @@ def merge(parts: list[Part], layout: Layout, label: str) -> Merged:
                  for kind in DICTIONARIES}
         changed = {kind: m for kind, m in remap.items() if m != list(range(len(m)))}
         remaps.append(changed or None)
+    ack_order = AckOrder() if layout.name == SENDS.name else None
+    tallies = Tallies() if layout.name in (SENDS.name, READS.name) else None
+    for part in parts:
+        if ack_order is not None and part.ack_order is not None:
+            ack_order.follow(part.ack_order)
+        if tallies is not None and part.tallies is not None:
+            tallies.follow(part.tallies)
     converted = Converted(notes=notes, lines=parts[-1].lines, marks=[m for p in parts for m in p.marks],
                           names={kind: list(names) for kind, names in ids.items()},
                           arrow_blocks=sum(p.arrow_blocks for p in parts),
-                          rule_blocks=sum(p.rule_blocks for p in parts))
+                          rule_blocks=sum(p.rule_blocks for p in parts), ack_order=ack_order, tallies=tallies)
     return Merged(converted, remaps)
 
 

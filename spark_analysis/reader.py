@@ -52,6 +52,8 @@ from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_COD
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from spark_analysis.tallies import Tallies
+
     from spark_analysis.encode import Names
 
 # How many flagged lines the driver judges in one round trip, and in all. Flagged lines are normally
@@ -427,6 +429,8 @@ class SparkHistory:
     # (low, high) of integer columns over all records, when known without a job (Parquet statistics); a column
     # missing here holds no value
     ranges: dict[str, tuple[int, int]] | None = None
+    acks_ordered: bool = False  # the conversion proved the acks in order (ack_order.py): no reorder window
+    tallies: "tuple[Tallies, Tallies] | None" = None  # the send and read files' (tallies.py), when converted
 
     def unpersist(self) -> None:
         for f in (self.sends, self.reads, self.txns):
