@@ -171,8 +171,12 @@ def spark_conf(master: str, history_bytes: int | None = None, class_archive: boo
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.catalogImplementation": "in-memory",
     }
-    if on_this_machine(master):  # a remote cluster's executors must reach the driver at a routable address
-        conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
+    # a remote cluster's executors must reach the driver at a routable address: Spark's choice for this machine's
+    # name, or SPARK_LOCAL_IP's, said in the configuration, since a process's second session shares its first's
+    # JVM (whose own SPARK_LOCAL_IP may be another)
+    driver = "127.0.0.1" if on_this_machine(master) else os.environ.get("SPARK_LOCAL_IP")
+    if driver:
+        conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = driver
     return {**conf, **sql_settings(cores, history_bytes)}
 
 
@@ -289,7 +293,8 @@ def size_session(spark: "SparkSession", history_bytes: int | None) -> None:
 
 
 def new_session(conf: dict[str, str]) -> "SparkSession":
-    """A session with this configuration in a new driver JVM, whose console output goes to the Spark log.
+    """A session with this configuration in a new driver JVM, whose console output goes to the Spark log (or in
+    the JVM of this process's earlier session: pyspark never uses a second one, which would only run idle).
 
     The JVM prints warnings (incubator modules, native Hadoop) before any log
     configuration applies. Its output is handed to it when it is launched,
@@ -301,10 +306,12 @@ def new_session(conf: dict[str, str]) -> "SparkSession":
     from pyspark.sql import SparkSession
 
     settings = SparkConf(loadDefaults=False).setAll(list(conf.items()))
-    log = spark_log_path()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as sink:
-        gateway = launch_gateway(settings, popen_kwargs={"stdout": sink, "stderr": sink})
+    gateway = SparkContext._gateway  # a process's driver JVM outlives its sessions; pyspark keeps the first
+    if gateway is None:
+        log = spark_log_path()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as sink:
+            gateway = launch_gateway(settings, popen_kwargs={"stdout": sink, "stderr": sink})
     SparkContext(conf=settings, gateway=gateway)  # the session takes its SQL settings from the context's
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
