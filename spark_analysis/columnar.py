@@ -376,6 +376,13 @@ def blocks(path: Path, size: int, start: int = 0, end: int | None = None) -> Ite
         yield rest
 
 
+def learners(layout: Layout) -> tuple[AckOrder | None, Tallies | None]:
+    """What a conversion learns of a file besides its rows, empty: a send file's acks' order, a send or read
+    file's tallies (for one whole file, and for the merge of a cluster's ranges alike)."""
+    return (AckOrder() if layout.name == SENDS_FILE else None,
+            Tallies() if layout.name in (SENDS_FILE, READS_FILE) else None)
+
+
 class Converter:
     """Writes one file's rows to a Parquet writer in file order, choosing per block Arrow or the reference's rules."""
 
@@ -392,8 +399,7 @@ class Converter:
         self._numbers = pa.array([], LONG)
         self.dictionaries = Dictionaries()
         self.arrow_blocks = self.rule_blocks = 0
-        self.ack_order = AckOrder() if layout.name == SENDS_FILE else None
-        self.tallies = Tallies() if layout.name in (SENDS_FILE, READS_FILE) else None
+        self.ack_order, self.tallies = learners(layout)
 
     def add(self, block: bytes, fast: FastBlock | None) -> None:
         if fast is not None and self.rules.unparsed is None and self._rechecked(block, fast):
@@ -413,7 +419,7 @@ class Converter:
             if self.ack_order is not None:
                 self.ack_order.add(stored, list(self.dictionaries.ids["producers"]), topics)
             if self.tallies is not None:
-                (self.tallies.add_sends if self.layout.name == SENDS_FILE else self.tallies.add_reads)(stored, topics)
+                self.tallies.add(stored, topics)
         self.marks += [(self.lines + before + 1, self.offset + at) for before, at in marks]
         self.lines += lines
         self.offset += len(block)

@@ -54,7 +54,7 @@ from spark_analysis import columnar
 from spark_analysis.ack_order import AckOrder
 from spark_analysis.tallies import Tallies
 from spark_analysis.columnar import (BLOCK_BYTES, DICTIONARIES, READS, SENDS, TXNS, Converted, Converter, Layout,
-                                     convert_range, install, parquet_writer, remove)
+                                     convert_range, install, learners, parquet_writer, remove)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,8 +218,7 @@ def merge(parts: list[Part], layout: Layout, label: str) -> Merged:
                  for kind in DICTIONARIES}
         changed = {kind: m for kind, m in remap.items() if m != list(range(len(m)))}
         remaps.append(changed or None)
-    ack_order = AckOrder() if layout.name == SENDS.name else None
-    tallies = Tallies() if layout.name in (SENDS.name, READS.name) else None
+    ack_order, tallies = learners(layout)
     for part in parts:
         if ack_order is not None and part.ack_order is not None:
             ack_order.follow(part.ack_order)

@@ -3,11 +3,13 @@
 Why: the checker's cluster path (``--spark-master spark://...``: executors in
 JVMs of their own, the conversion by ranges on them) is proved and measured
 against a real master and workers without installing Spark. Both kinds start
-pyspark's ``bin/spark-class`` bound to 127.0.0.1 on free ports, and stop
-everything they started on leaving the context, whatever happened:
+pyspark's ``bin/spark-class`` with the same arguments (``master_args``,
+``worker_args``) and a host each binds, and stop everything they started on
+leaving the context, whatever happened:
 
-- ``standalone_cluster``: processes on this machine, each in its own process
-  group (stopped with the executors it launched); the benchmark's.
+- ``standalone_cluster``: processes on this machine bound to 127.0.0.1 on
+  free ports, each in its own process group (stopped with the executors it
+  launched); the benchmark's.
 - ``container_cluster``: the master and each worker in a container of its
   own on a Docker network of its own (an address each, as on machines of
   their own), each worker pinned to cores of its own (``cpuset``). The
@@ -78,14 +80,15 @@ def cluster_env(workdir: Path, local_ip: str = "127.0.0.1") -> dict[str, str]:
             "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_MASTER_HOST": "127.0.0.1"}
 
 
-def master_args(host: str, port: int, ui_port: int) -> list[str]:
-    return ["org.apache.spark.deploy.master.Master", "--host", host, "--port", str(port), "--webui-port", str(ui_port)]
+def master_args(port: int, ui_port: int) -> list[str]:
+    """The master's ``spark-class`` arguments, but for ``--host``, which each kind of cluster adds."""
+    return ["org.apache.spark.deploy.master.Master", "--port", str(port), "--webui-port", str(ui_port)]
 
 
-def worker_args(host: str, url: str, cores: int, memory: str, work_dir: Path) -> list[str]:
-    return ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", str(free_port()),
-            "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory,
-            "--work-dir", str(work_dir), url]
+def worker_args(url: str, cores: int, memory: str, work_dir: Path) -> list[str]:
+    """A worker's, on free ports of this machine (free in a container of its own too), but for ``--host``."""
+    return ["org.apache.spark.deploy.worker.Worker", "--port", str(free_port()), "--webui-port", str(free_port()),
+            "--cores", str(cores), "--memory", memory, "--work-dir", str(work_dir), url]
 
 
 def wait_for(what: str, ready: Callable[[], bool], failed: Callable[[], str | None], logs: Callable[[], str]) -> None:
@@ -146,9 +149,10 @@ def standalone_cluster(workdir: Path, workers: int = 1, cores: int = 2, memory: 
         return " | ".join(log.read_text()[-1000:] for log in logs if log.is_file())
 
     try:
-        procs.append(start(master_args("127.0.0.1", port, ui_port), logs[0], env))
+        here = ["--host", "127.0.0.1"]
+        procs.append(start([*master_args(port, ui_port), *here], logs[0], env))
         for i in range(workers):
-            procs.append(start(worker_args("127.0.0.1", url, cores, memory, workdir / f"work{i}"), logs[i + 1], env))
+            procs.append(start([*worker_args(url, cores, memory, workdir / f"work{i}"), *here], logs[i + 1], env))
         cluster = Standalone(url, f"http://127.0.0.1:{ui_port}", tuple(p.pid for p in procs))
         wait_until_up(cluster, workers, failed, tails)
         yield cluster
@@ -230,13 +234,11 @@ def container_cluster(workdir: Path, shared: list[Path], workers: int = 2, cores
         network = client.networks.create(f"kchaos-{cluster_id}", driver="bridge", labels=labels)
         network.reload()
         gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
-        master_ip = run("master", ["org.apache.spark.deploy.master.Master", "--port", str(MASTER_PORT),
-                                   "--webui-port", str(MASTER_UI_PORT)], None)
+        master_ip = run("master", master_args(MASTER_PORT, MASTER_UI_PORT), None)
         url = f"spark://{master_ip}:{MASTER_PORT}"
         for i in range(workers):
             own = ",".join(str((i * cores + k) % machine_cores) for k in range(cores))
-            run(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--cores", str(cores), "--memory", memory,
-                               "--work-dir", str(workdir / f"work{i}"), url], own)
+            run(f"worker{i}", worker_args(url, cores, memory, workdir / f"work{i}"), own)
         cluster = Standalone(url, f"http://{master_ip}:{MASTER_UI_PORT}", read_only=read_only, driver_ip=gateway)
         wait_until_up(cluster, workers, failed, tails)
         yield cluster

@@ -37,18 +37,18 @@ class Tallies:
 
     counts: Counter[Key] = field(default_factory=Counter)
 
-    def add_sends(self, stored: pa.Table, topics: list[str]) -> None:
-        """A block of columnar.stored_table rows of sends.jsonl; ``topics`` names its topic ids."""
+    def add(self, stored: pa.Table, topics: list[str]) -> None:
+        """A block of columnar.stored_table rows of sends.jsonl (they have a status) or reads.jsonl; ``topics``
+        names its topic ids."""
+        if "status" not in stored.column_names:
+            self._count({"tid": stored["tid"], "partition": stored["partition"], "final": stored["final"]}, topics)
+            return
         ok = pc.equal(stored["status"], OK)
         ns = stored["complete_ns"]
         seconds = np.floor_divide(pc.fill_null(ns, 0).to_numpy(), SECOND_NS)  # floor: as checkers.series.second_of
         untimed = pc.or_(pc.invert(ok), pc.is_null(ns)).to_numpy(zero_copy_only=False)
         self._count({"tid": stored["tid"], "partition": stored["partition"], "ok": ok,
                      "second": pa.array(seconds, pa.int64(), mask=untimed)}, topics)
-
-    def add_reads(self, stored: pa.Table, topics: list[str]) -> None:
-        """A block of columnar.stored_table rows of reads.jsonl."""
-        self._count({"tid": stored["tid"], "partition": stored["partition"], "final": stored["final"]}, topics)
 
     def _count(self, columns: dict[str, Any], topics: list[str]) -> None:
         grouped = pa.table(columns).group_by(list(columns), use_threads=False).aggregate([([], "count_all")])
