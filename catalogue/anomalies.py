@@ -79,6 +79,25 @@ ANOMALY_LIST = (
             denominator=(("acked",), "acknowledged records")),
     Anomaly("consumer_redelivered", "processed live more than once by the group (at-least-once redelivery: "
             "counted, not a violation)", COUNTED, role="consumers", denominator=(("reads_live",), "live reads")),
+    Anomaly("poll_skipped", "two successive live reads of one partition by one consumer process, in one "
+            "assignment, with a record between their offsets that the final read holds and the consumer's isolation "
+            "shows (counted per pair of reads)", VIOLATION, role="consumers", unverified=UNBOUNDED, lead=12,
+            verb="let a consumer skip over records {n} times within one assignment",
+            denominator=(("reads_live",), "live reads")),
+    Anomaly("poll_nonmonotonic", "a live read of a partition by one consumer process at or below the offset it read "
+            "there before, in the same assignment (counted per read)", VIOLATION, role="consumers", lead=13,
+            verb="sent a consumer back {n} times within one assignment",
+            denominator=(("reads_live",), "live reads")),
+    Anomaly("poll_skipped_rebalance", "a poll_skipped pair of reads with a rebalance between them (their assignments "
+            "differ, or one was not recorded): counted, not a violation", COUNTED, role="consumers",
+            unverified=UNBOUNDED, summary=None, denominator=(("reads_live",), "live reads")),
+    Anomaly("poll_nonmonotonic_rebalance", "a poll_nonmonotonic read with a rebalance since the read it goes back "
+            "from (at-least-once redelivery after a rebalance: counted, not a violation)", COUNTED,
+            role="consumers", summary=None, denominator=(("reads_live",), "live reads")),
+    Anomaly("send_nonmonotonic", "an acknowledgement at a lower offset than an acknowledgement sends.jsonl lists "
+            "before it for the same producer and partition (counted per message)", VIOLATION, lead=14,
+            verb="acknowledged {n} of {d} writes below an offset their producer had been acknowledged before",
+            denominator=ACKED),
     Anomaly("unknown", "sends of status unknown (may or may not have been written): found or not found, reported "
             "with their counts, never called lost", COUNTED, summary=None, denominator=(("sent",), "sends")),
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",

@@ -26,6 +26,10 @@ READ_FIELDS = ("consumer", "group", "phase", "topic", "partition", "offset", "pr
                "isolation")
 # a record an exactly-once pipeline wrote also names the input it came from
 PIPELINE_READ_FIELDS = ("from_producer", "from_seq")
+# a live read also says which of its consumer process's assignments it was polled in: the number of assignment
+# changes (ASSIGNMENT_CHANGES) the process had seen, so two reads of one partition with the same number had no
+# rebalance between them (absent: a history written before it was recorded)
+LIVE_READ_FIELDS = ("assignment",)
 READ_PHASES = ("live", "final")
 ISOLATIONS = ("read_committed", "read_uncommitted")
 
@@ -46,6 +50,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # harness's own (role harness) its Python binding
     "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
+    # a consumer process's partitions changed (a rebalance callback with partitions): ``assignment`` is the
+    # process's count of such changes after this one, the number its later live reads carry
+    "assignment": ("process", "group", "topic", "assignment", "change", "partitions", "time_ns"),
     # a request a request-level fault held, dropped or replayed, written after the fault healed; listener:
     # the request path's listener it came on (clients, or inter-broker: a broker's own request)
     "request": ("fault", "api", "api_version", "client", "node", "connection", "correlation_id", "action", "cause",
@@ -58,6 +65,8 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
                      "in_sync_ns", "setting", "value"),
 }
 FAULT_PHASES = ("start", "heal", "skipped")
+# what a consumer's rebalance callback said: partitions given, taken back, or lost (taken without a revoke)
+ASSIGNMENT_CHANGES = ("assigned", "revoked", "lost")
 NODE_VERSION_STEPS = ("restarted", "raised")
 
 # --- the line protocol a workload process speaks on its stdout (workloads/protocol.py parses it) -----------
@@ -74,6 +83,7 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "C": ("txn", "intent", "invoke_ns"),
     "O": ("txn", "outcome", "complete_ns", "error"),
     "P": ("count", "poll_ns"),
+    "A": ("assignment", "change", "partitions", "time_ns"),
     "R": ("partition", "offset", "producer", "seq", "time_ns"),
     "F": ("partition", "position"),
     "D": (),

@@ -81,6 +81,9 @@ class Read(NamedTuple):
     committed: bool = False  # read with isolation.level read_committed (absent: read_uncommitted)
     from_producer: str | None = None  # a pipeline output record: the input message it came from
     from_seq: int | None = None
+    # a live read: which of its consumer process's assignments it was polled in (catalogue.history
+    # LIVE_READ_FIELDS); None: not recorded (a final read, or a history written before the field)
+    assignment: int | None = None
 
 
 class Txn(NamedTuple):
@@ -134,7 +137,7 @@ class History:
 def _without_line(record: dict[str, Any]) -> dict[str, Any]:
     """A tuple as the line it stands for: no line number, and the transaction fields only where they say something."""
     record.pop("line", None)
-    for name in ("txn", "from_producer", "from_seq", "complete_ns"):
+    for name in ("txn", "from_producer", "from_seq", "complete_ns", "assignment"):
         if record.get(name, 0) is None:
             del record[name]
     if "committed" in record:
@@ -230,13 +233,15 @@ def parse_read(obj: dict[str, Any], line: int) -> Read:
     consumer, group, phase, topic = get("consumer"), get("group"), get("phase"), get("topic")
     partition, offset, producer, seq = get("partition"), get("offset"), get("producer"), get("seq")
     phase = PHASES.get(phase) if type(phase) is str else None
-    isolation = get("isolation")
+    isolation, assignment = get("isolation"), get("assignment")
     if (type(consumer) is str and (group is None or type(group) is str) and phase is not None
             and type(topic) is str and type(partition) is int and type(offset) is int
             and type(producer) is str and type(seq) is int and get("from_producer") is None
-            and (isolation is None or isolation == READ_UNCOMMITTED or isolation == READ_COMMITTED)):
+            and (isolation is None or isolation == READ_UNCOMMITTED or isolation == READ_COMMITTED)
+            and (assignment is None or type(assignment) is int)):
         return Read(_intern(consumer), None if group is None else _intern(group), phase, _intern(topic),
-                    partition, offset, _intern(producer), seq, line, isolation == READ_COMMITTED)
+                    partition, offset, _intern(producer), seq, line, isolation == READ_COMMITTED,
+                    assignment=assignment)
     return checked_read(obj, line)
 
 
@@ -258,6 +263,7 @@ def checked_read(obj: dict[str, Any], line: int) -> Read:
         line=line,
         committed=choice_of(obj, "isolation", ISOLATIONS, optional=True) == READ_COMMITTED,
         **_source(obj),
+        assignment=field_of(obj, "assignment", int, nullable=True, optional=True),
     )
 
 

@@ -48,6 +48,7 @@ from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
+from checkers.polls import POLL_ANOMALIES, PollFinding, nonmonotonic_sends, poll_findings
 from checkers.breakdown import breakdown_document, charged_entries, fault_rows, partition_rows, ranged_counts
 from checkers.series import entries_per_second, second_of, series_document
 from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
@@ -61,9 +62,10 @@ TxnKey = tuple[str, int]  # (producer, txn): one transaction
 
 MAX_EXAMPLES = 20
 MAX_EXAMPLE_READS = 10
-# anomalies found per message or position; torn_transaction (per transaction) and hanging_transaction (per
-# partition) have examples of their own
-MESSAGE_ANOMALIES = tuple(a for a in ANOMALIES if a not in ("torn_transaction", "hanging_transaction"))
+# anomalies found per message or position; torn_transaction (per transaction), hanging_transaction (per
+# partition) and the poll anomalies (per pair of reads) have examples of their own
+MESSAGE_ANOMALIES = tuple(a for a in ANOMALIES if a not in ("torn_transaction", "hanging_transaction",
+                                                            *POLL_ANOMALIES))
 
 _UNREAD = object()  # at_position has nothing for a position nobody read
 
@@ -170,12 +172,15 @@ class Findings:
     hanging: dict[Part, dict[str, Any]] = field(default_factory=dict)  # the longest stuck span per partition
     pipeline_unprocessed: int = 0
     pipeline_unverifiable: int = 0
+    polls: list[PollFinding] = field(default_factory=list)  # every poll anomaly's findings, in reads.jsonl order
 
     def count(self, anomaly: str) -> int:
         if anomaly == "torn_transaction":
             return len(self.torn)
         if anomaly == "hanging_transaction":
             return len(self.hanging)
+        if anomaly in POLL_ANOMALIES:
+            return sum(1 for f in self.polls if f.anomaly == anomaly)
         return len(self.messages[anomaly]) + len(self.positions[anomaly])
 
 
@@ -186,6 +191,7 @@ class Judge:
         self.promises = promises
         self.notes = notes
         self.sends = winning_sends(history.sends, notes)
+        self.history_sends, self.history_reads = history.sends, history.reads  # every line, in file order
         self.reads = index_reads(history.reads)
         self.complete = final_read_completeness(history.events)
         self.complete_committed = final_read_completeness(history.events, committed=True)
@@ -211,7 +217,9 @@ class Judge:
                 self.found.messages["aborted_read"].add(msg)
         self.judge_reads()
         self.judge_order()
+        self.found.messages["send_nonmonotonic"] = nonmonotonic_sends(self.history_sends)
         self.judge_groups()
+        self.found.polls = poll_findings(self.history_reads, committed_read_back=bool(self.complete_committed))
         self.judge_transactions()
         self.judge_pipelines()
         self.found.hanging = hanging_partitions(self.events, self.promises.hanging_after_ms)
@@ -651,7 +659,22 @@ def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[
                                           for key in heapq.nsmallest(MAX_EXAMPLES, found.torn)]
     found_examples["hanging_transaction"] = [found.hanging[part]
                                              for part in heapq.nsmallest(MAX_EXAMPLES, found.hanging)]
+    found_examples |= poll_examples(history, found.polls)
     return {a: found_examples[a] for a in ANOMALIES}
+
+
+def poll_examples(history: History, polls: list[PollFinding]) -> dict[str, list[dict[str, Any]]]:
+    """The first 20 findings of each poll anomaly in reads.jsonl order, each with its two read lines."""
+    chosen = {a: [f for f in polls if f.anomaly == a][:MAX_EXAMPLES] for a in POLL_ANOMALIES}
+    lines = history.read_lines([n for found in chosen.values() for f in found for n in (f.previous_line, f.line)])
+    return {a: [poll_example(f, [lines[n] for n in (f.previous_line, f.line) if n in lines]) for f in found]
+            for a, found in chosen.items()}
+
+
+def poll_example(f: PollFinding, reads: list[dict[str, Any]]) -> dict[str, Any]:
+    """One poll anomaly's example, one shape for both engines: where the consumer was and where it read next."""
+    return {"consumer": f.consumer, "topic": f.topic, "partition": f.partition,
+            "previous_offset": f.previous_offset, "offset": f.offset, "reads": reads}
 
 
 def torn_example(key: TxnKey, outcome: str, visible: list[int], missing: list[int]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from rundir.replica_batches import write_replica_batches
 from workloads.child import confluent_kafka_release
 from workloads.client import WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env
-from workloads.consumer import ConsumerClient, read_back, read_back_both, record_identity
+from workloads.consumer import ConsumerClient, read_back, read_back_both, record_assignment, record_identity
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, StableObserver, record_committed
 from workloads.pipeline import PipelineClient
@@ -198,6 +198,9 @@ class Trial:
         for client in self.workload.clients:
             client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,
                                                                                           identity)
+        for consumer in [*self.workload.consumers, *(p.input for p in self.workload.pipelines)]:
+            consumer.on_assignment = lambda name, change, c=consumer: record_assignment(history, name, c.group,
+                                                                                        c.topic, change)
         self.observer = LeaderObserver(cluster, topic, history)
         self.topics = {topic: scenario.topic.partitions}
         if pipeline is not None:

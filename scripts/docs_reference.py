@@ -28,8 +28,8 @@ from catalogue.anomalies import (ANOMALY_LIST, COUNTED, EXTRA_COUNTS, IF_IDEMPOT
                                  VIOLATION)
 from catalogue.exits import EXIT_MEANINGS
 from catalogue.faults import FAULT_KINDS
-from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, READ_FIELDS, SEND_FIELDS, SEND_STATUS_ALIASES, SEND_STATUSES,
-                               TXN_FIELDS, TXN_OUTCOMES)
+from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LIVE_READ_FIELDS, PIPELINE_READ_FIELDS, READ_FIELDS,
+                               SEND_FIELDS, SEND_STATUS_ALIASES, SEND_STATUSES, TXN_FIELDS, TXN_OUTCOMES)
 from faults.registry import FAULTS
 from faults.targets import CLIENT_TARGETS, NODE_TARGETS, TARGET_HELP
 from harness.scenario import Scenario
@@ -173,7 +173,8 @@ def history_page() -> str:
         ("`history/sends.jsonl`", fields(SEND_FIELDS) + f"; status one of {fields(SEND_STATUSES)}" + "".join(
             f" (`{old}`, which earlier versions of kchaos wrote, is read as `{new}`)"
             for old, new in SEND_STATUS_ALIASES.items())),
-        ("`history/reads.jsonl`", fields(READ_FIELDS)),
+        ("`history/reads.jsonl`", fields(READ_FIELDS) + f"; a live read also {fields(LIVE_READ_FIELDS)}, a pipeline's "
+         f"output record also {fields(PIPELINE_READ_FIELDS)}"),
         ("`history/txns.jsonl`", fields(TXN_FIELDS) + f"; outcome one of {fields(TXN_OUTCOMES)}")])
     events = table(("`kind`", "fields"), [(f"`{k}`", fields(v)) for k, v in EVENT_FIELDS.items()])
     lines = table(("tag", "fields"), [(f"`{k}`", fields(v)) for k, v in LINE_FIELDS.items()])

@@ -35,8 +35,9 @@ from spark_analysis.columnar import Converted, Layout, convert
 from spark_analysis.ranged import Tasks, convert_ranges, footer_path, parts_of
 from spark_analysis.tallies import Tallies
 
-FORMAT = "6"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns,
-# 5: a txns line's missing intent stored apart from a null one, 6: tallies and the acks' order in the footer)
+FORMAT = "7"  # bump when the layout or the conversion rules change: older caches are rebuilt (4: complete_ns,
+# 5: a txns line's missing intent stored apart from a null one, 6: tallies and the acks' order in the footer,
+# 7: a read's consumer and assignment)
 KEY = "kchaos."
 INT64_RANGE = (-2 ** 63, 2 ** 63 - 1)
 
@@ -52,7 +53,7 @@ class ParquetFile:
     label: str
     notes: list[str]  # the reader's notes for this file (a dropped incomplete last line)
     marks: list[tuple[int, int]]  # (line number, byte offset of that line in the source), ascending
-    names: dict[str, list[str]]  # "producers", "topics", "groups" -> the names behind this file's ids
+    names: dict[str, list[str]]  # "producers", "topics", "groups", "consumers" -> the names behind this file's ids
     acks_ordered: bool | None = None  # a send file's acks proved in order (ack_order.py); None: not known
     tallies: Tallies | None = None  # a send or read file's lines per partition (tallies.py); None: not known
 

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from catalogue.anomalies import ANOMALIES, COUNTS
 from checkers.anomalies import (Promises, judgement_notes, promises_from_scenario, repeated_sends_note,
                                 results_document, transaction_notes)
+from checkers.polls import POLL_ANOMALIES
 from checkers.reference import hanging_partitions
 from checkers.series import series_document
 from rundir.documents import fault_windows, pipelines, read_scenario
@@ -55,6 +56,7 @@ from rundir.lines import HistoryError
 from spark_analysis import examples as ex
 from spark_analysis.anomaly_ranges import anomaly_ranges
 from spark_analysis.breakdown import spark_breakdown
+from spark_analysis.polls import nonmonotonic_sends, poll_findings
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
                                   MessageCounts, Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few,
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CHECKER = "spark"
+SEQUENCE_ANOMALIES = ("send_nonmonotonic", *POLL_ANOMALIES)  # polls.py's
 # the counts of transaction_table's aggregates (TXN_METRICS' ``... AS <count>``)
 TXN_COUNTS = tuple(metric.rsplit(" AS ", 1)[1] for metric in TXN_METRICS)
 INPUT_FORMATS = ("parquet", "json")
@@ -246,8 +249,15 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             if tc["torn_transaction"]:
                 torn = [r.asDict() for r in torn_rows.orderBy("pid", "txn").limit(ex.MAX_EXAMPLES).collect()]
         hanging = hanging_partitions(history.events, promises.hanging_after_ms)
+        backwards = None  # the conversion proved the acks in order: none went down in offset either
+        if not history.acks_ordered:
+            backwards = nonmonotonic_sends(acked_lines(enc.sends), enc.sends).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(backwards)
+        polls, poll_examples = poll_findings(spark, enc.reads, bool(history.complete_committed), history.reads,
+                                             names) if pc.reads_live else ({}, {})
 
-        counts = spark_counts(mc, pc, tc, out_of_order, hanging, promises)
+        counts = spark_counts(mc, pc, tc, out_of_order, hanging, promises,
+                              {"send_nonmonotonic": 0 if backwards is None else backwards.count(), **polls})
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
         # incomplete_partitions); with repeated send lines the winning ones decide, from the message table; and
@@ -275,10 +285,11 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
 
         if any(counts[a] for a in ANOMALIES):
             chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered and out_of_order
-                                               else None))
+                                               else None, backwards if counts["send_nonmonotonic"] else None))
             examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
             examples["torn_transaction"] = ex.torn_examples(spark, torn, members, missing, names)
             examples["hanging_transaction"] = [hanging[p] for p in heapq.nsmallest(ex.MAX_EXAMPLES, hanging)]
+            examples |= poll_examples
         else:
             examples = {a: [] for a in ANOMALIES}
 
@@ -295,12 +306,15 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
 
 
 def spark_counts(mc: MessageCounts, pc: PositionCounts, tc: dict[str, int], out_of_order: int,
-                 hanging: dict[Any, Any], promises: Promises) -> dict[str, int]:
+                 hanging: dict[Any, Any], promises: Promises,
+                 sequences: dict[str, int] | None = None) -> dict[str, int]:
     """results.json's counts, in its order: each the message, position or transaction aggregate of its own name
-    (judge.py's ``... AS <count>``), but for the few that combine several or come from the events."""
+    (judge.py's ``... AS <count>``), but for the few that combine several or come from the events, and the
+    sequences' (``sequences``: polls.py's counts; one not given is none)."""
     combined = {"unexpected": mc.unexpected + pc.foreign, "reordered": out_of_order if promises.ordered else 0,
                 "hanging_transaction": len(hanging), "unknown_not_found": mc.unknown - mc.unknown_found}
-    measured = {**asdict(mc), **asdict(pc), **tc, **combined}
+    measured = {**{a: 0 for a in SEQUENCE_ANOMALIES}, **asdict(mc), **asdict(pc), **tc, **combined,
+                **(sequences or {})}
     return {name: int(measured[name]) for name in COUNTS}
 
 

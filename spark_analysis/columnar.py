@@ -40,7 +40,7 @@ ARROW_BLOCK_BYTES = 2 ** 20
 LONG = pa.int64()
 
 
-DICTIONARIES = ("producers", "topics", "groups")  # names stored as ids, each file with its own list
+DICTIONARIES = ("producers", "topics", "groups", "consumers")  # names stored as ids, each file with its own list
 STATUS_CODES = SEND_STATUSES  # status is stored as its index here
 # every name a sends line may give a status, and the code each is stored as: an old name (a history written before
 # the rename) the code of the status it became (encode.STATUS_CODES)
@@ -53,9 +53,8 @@ class Layout:
     """How one history file becomes Parquet: what Arrow reads, what the reference requires, what is stored.
 
     ``json_schema`` holds the fields the reference keeps as they are (each one
-    stored, except a field only checked, like a read's consumer); a field the
-    reference keeps only as a flag (a read's isolation: read_committed or not)
-    is read through ``flags`` instead.
+    stored); a field the reference keeps only as a flag (a read's isolation:
+    read_committed or not) is read through ``flags`` instead.
     """
 
     name: str  # sends.jsonl
@@ -119,17 +118,19 @@ READS = Layout(
     parquet_name="reads.parquet",
     json_schema=pa.schema([("consumer", pa.string()), ("group", pa.string()), ("phase", pa.string()),
                            ("topic", pa.string()), ("partition", LONG), ("offset", LONG), ("producer", pa.string()),
-                           ("seq", LONG), ("from_producer", pa.string()), ("from_seq", LONG)]),
+                           ("seq", LONG), ("from_producer", pa.string()), ("from_seq", LONG),
+                           ("assignment", LONG)]),
     stored={"gid": ("groups", "group"), "final": ("final", "phase"), "tid": ("topics", "topic"),
             "partition": ("copy", "partition"), "offset": ("copy", "offset"), "pid": ("producers", "producer"),
-            "seq": ("copy", "seq"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq")},
+            "seq": ("copy", "seq"), "fpid": ("producers", "from_producer"), "fseq": ("copy", "from_seq"),
+            "cid": ("consumers", "consumer"), "assignment": ("copy", "assignment")},
     required=("consumer", "phase", "topic", "partition", "offset"),
     choices={"phase": ("live", "final"), "isolation": (READ_COMMITTED, READ_UNCOMMITTED)},
     present_if_null=("producer",),
     paired=(("producer", "seq"), ("from_producer", "from_seq")),
     parse=parse_read,
     values=lambda r: (r.consumer, r.group, r.phase, r.topic, r.partition, r.offset, r.producer, r.seq,
-                      r.from_producer, r.from_seq, READ_COMMITTED if r.committed else None),
+                      r.from_producer, r.from_seq, r.assignment, READ_COMMITTED if r.committed else None),
     optional=("isolation",),
     absent_if_null=("isolation",),
     flags={"committed": ("isolation", READ_COMMITTED)},

@@ -96,7 +96,8 @@ def read_history(spark: "SparkSession", history_dir: Path,
     committed = committed_offsets(events)
     names = Names(*(sorted_names({n for f in present for n in f.names[kind]}) for kind in DICTIONARIES[:2]),
                   sorted_names({n for f in present for n in f.names["groups"]}
-                               | {g for groups in committed.values() for g in groups}))
+                               | {g for groups in committed.values() for g in groups}),
+                  sorted_names({n for f in present for n in f.names["consumers"]}))
     sends, reads = (ParquetSource(file, _records(spark, file, layout, names))
                     for layout, file in ((SENDS, files[SENDS.name]), (READS, files[READS.name])))
     txns = None if txns_file is None else ParquetSource(txns_file, _records(spark, txns_file, TXNS, names))

@@ -38,25 +38,30 @@ MAX_MASK_GROUPS = 64  # consumer groups whose ids fit a bit mask in one 64-bit l
 
 SENDS_COLUMNS = ("_key bigint, pid int, seq bigint, tid int, `partition` bigint, `offset` bigint, status tinyint, "
                  "txn bigint, complete_ns bigint")
-# committed: read with isolation read_committed; fpid, fseq: the input a pipeline's output record was made from
+# committed: read with isolation read_committed; fpid, fseq: the input a pipeline's output record was made from;
+# cid: the consumer process; assignment: a live read's (catalogue.history LIVE_READ_FIELDS)
 READS_COLUMNS = ("_key bigint, gid int, final boolean, tid int, `partition` bigint, `offset` bigint, pid int, "
-                 "seq bigint, committed boolean, fpid int, fseq bigint")
+                 "seq bigint, committed boolean, fpid int, fseq bigint, cid int, assignment bigint")
 TXNS_COLUMNS = "_key bigint, pid int, txn bigint, outcome tinyint, intent tinyint"  # codes: OUTCOME_CODES, INTENT_CODES
 
 
 @dataclass
 class Names:
-    """id -> name, for producers, topics and consumer groups (each list in name order)."""
+    """id -> name, for producers, topics, consumer groups and consumer processes (each list in name order)."""
 
     producers: list[str]
     topics: list[str]
     groups: list[str]
+    consumers: list[str]
 
     def topic_ids(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.topics)}
 
     def group_ids(self) -> dict[str, int]:
         return {g: i for i, g in enumerate(self.groups)}
+
+    def consumer_ids(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.consumers)}
 
 
 @dataclass
@@ -72,21 +77,23 @@ class Encoded:
 
 def collect_names(sends: "DataFrame", reads: "DataFrame | None", txns: "DataFrame | None",
                   extra_groups: set[str]) -> Names:
-    """Every producer, topic and group named in the history, in one job (plus the groups of commit events)."""
+    """Every producer, topic, group and consumer named in the history, in one job (plus the groups of commit
+    events)."""
     parts = [sends.selectExpr("0 AS kind", "producer AS name"), sends.selectExpr("1 AS kind", "topic AS name")]
     if reads is not None:
         parts += [reads.selectExpr("0 AS kind", "producer AS name"), reads.selectExpr("1 AS kind", "topic AS name"),
-                  reads.selectExpr("2 AS kind", "grp AS name"), reads.selectExpr("0 AS kind", "from_producer AS name")]
+                  reads.selectExpr("2 AS kind", "grp AS name"), reads.selectExpr("0 AS kind", "from_producer AS name"),
+                  reads.selectExpr("3 AS kind", "consumer AS name")]
     if txns is not None:
         parts.append(txns.selectExpr("0 AS kind", "producer AS name"))
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    found: list[set[str]] = [set(), set(), set(extra_groups)]
+    found: list[set[str]] = [set(), set(), set(extra_groups), set()]
     for row in union.filter("name IS NOT NULL").distinct().collect():
         found[row["kind"]].add(row["name"])
-    producers, topics, groups = (sorted_names(names) for names in found)
-    return Names(producers=producers, topics=topics, groups=groups)
+    producers, topics, groups, consumers = (sorted_names(names) for names in found)
+    return Names(producers=producers, topics=topics, groups=groups, consumers=consumers)
 
 
 def sorted_names(names: set[str]) -> list[str]:
@@ -154,6 +161,7 @@ def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None",
                                           list(enumerate(names.producers))))
     topic_id = literal_ids(names.topic_ids(), "topic")
     group_id = literal_ids(names.group_ids(), "grp")
+    consumer_id = literal_ids(names.consumer_ids(), "consumer")
     status = F.expr(" ".join(["CASE status"] + [f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items()] + ["END"]))
     enc_sends = (sends.join(producers, "producer")
                  .select("_key", "pid", "seq", topic_id.cast("int").alias("tid"), "partition", "offset",
@@ -169,7 +177,8 @@ def encode(spark: "SparkSession", sends: "DataFrame", reads: "DataFrame | None",
         enc_reads = (reads.join(producers, "producer", "left")
                      .select("_key", group_id.cast("int").alias("gid"), F.expr("phase = 'final'").alias("final"),
                              topic_id.cast("int").alias("tid"), "partition", "offset", "pid", "seq", "committed",
-                             "fpid", F.col("from_seq").alias("fseq")))
+                             "fpid", F.col("from_seq").alias("fseq"), consumer_id.cast("int").alias("cid"),
+                             "assignment"))
     enc_txns = None if txns is None else txns.join(producers, "producer").select(
         "_key", "pid", "txn", "outcome", "intent")
     return Encoded(sends=enc_sends, reads=enc_reads, names=names, txns=enc_txns)

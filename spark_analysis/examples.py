@@ -41,7 +41,8 @@ Pos = tuple[int, int, int]  # (tid, partition, offset)
 FLAGGED = tuple(flag for flag in FLAGS if flag in ANOMALIES)
 
 
-def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None") -> "DataFrame":
+def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFrame | None",
+               backwards: "DataFrame | None" = None) -> "DataFrame":
     """Every finding as one row: anomaly, kind (0 message, 1 position), sort key (s1, n1, s2, n2), send_key."""
     flags = ", ".join(f"named_struct('a', '{a}', 'on', {a}, 'g', CAST(NULL AS INT))" for a in FLAGGED)
     anything = " OR ".join([*FLAGGED, "size(skipped) > 0", "size(redelivered) > 0"])
@@ -60,10 +61,11 @@ def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFr
     ).selectExpr("anomaly", "1 AS kind", "tid AS s1", "`partition` AS n1", "CAST(NULL AS INT) AS s2",
                  "`offset` AS n2", "CAST(NULL AS BIGINT) AS send_key")
     found = msg.unionByName(pos)
-    if reordered is not None:
-        found = found.unionByName(reordered.selectExpr(
-            "'reordered' AS anomaly", "0 AS kind", "pid AS s1", "seq AS n1", "CAST(NULL AS INT) AS s2",
-            "CAST(NULL AS BIGINT) AS n2", "send_key"))
+    for anomaly, rows in (("reordered", reordered), ("send_nonmonotonic", backwards)):  # (pid, seq, send_key) rows
+        if rows is not None:
+            found = found.unionByName(rows.selectExpr(
+                f"'{anomaly}' AS anomaly", "0 AS kind", "pid AS s1", "seq AS n1", "CAST(NULL AS INT) AS s2",
+                "CAST(NULL AS BIGINT) AS n2", "send_key"))
     return found
 
 

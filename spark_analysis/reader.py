@@ -108,7 +108,7 @@ def _send_row(s: Any) -> dict[str, Any]:
 def _read_row(r: Any) -> dict[str, Any]:
     return {"grp": r.group, "phase": r.phase, "topic": r.topic, "partition": r.partition, "offset": r.offset,
             "producer": r.producer, "seq": r.seq, "committed": r.committed, "from_producer": r.from_producer,
-            "from_seq": r.from_seq}
+            "from_seq": r.from_seq, "consumer": r.consumer, "assignment": r.assignment}
 
 
 def _txn_row(t: Any) -> dict[str, Any]:
@@ -167,7 +167,7 @@ READS = FileKind(
     name=READS_FILE,
     schema="consumer VARIANT, `group` VARIANT, phase STRING, topic VARIANT, `partition` BIGINT, `offset` BIGINT, "
            "producer VARIANT, seq VARIANT, isolation VARIANT, from_producer VARIANT, from_seq BIGINT, "
-           "_corrupt STRING",
+           "assignment BIGINT, _corrupt STRING",
     good=" AND ".join([
         _is("j.consumer", "STRING"), "(j.`group` IS NULL OR " + _is("j.`group`", "STRING", "VOID") + ")",
         "coalesce(j.phase IN ('live', 'final'), false)", _is("j.topic", "STRING"),
@@ -187,10 +187,12 @@ READS = FileKind(
         "committed": f"coalesce(try_variant_get(j.isolation, '$', 'string') = '{READ_COMMITTED}', false)",
         "from_producer": "try_variant_get(j.from_producer, '$', 'string')",
         "from_seq": "j.from_seq",
+        "consumer": "try_variant_get(j.consumer, '$', 'string')",
+        "assignment": "j.assignment",
     },
     output_types={"grp": "string", "phase": "string", "topic": "string", "partition": "bigint", "offset": "bigint",
                   "producer": "string", "seq": "bigint", "committed": "boolean", "from_producer": "string",
-                  "from_seq": "bigint"},
+                  "from_seq": "bigint", "consumer": "string", "assignment": "bigint"},
     parse=parse_read,
     to_row=_read_row,
 )

@@ -21,7 +21,7 @@ from faults.targets import CLIENT_TARGETS, TARGETS, choose_clients
 from harness.scenario import load_scenario
 from rundir.layout import RunDir
 from workloads.client import Client, Library
-from workloads.consumer import ConsumerClient, read_back
+from workloads.consumer import ConsumerClient, read_back, record_assignment
 from workloads.history import History, RunClock
 from workloads.observer import record_committed
 from workloads.producer import ProducerClient
@@ -199,6 +199,7 @@ def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: 
                               {"auto.commit.interval.ms": 200, "session.timeout.ms": 6000,
                                "heartbeat.interval.ms": 1000}, history.reads, clock, processing_ms=3000,
                               client=client, kafka_version=version)
+    consumer.on_assignment = lambda name, change: record_assignment(history, name, group, topic, change)
     crash = ClientCrashFault(cluster, topic, random.Random(1), clients=[consumer])
     try:
         for process in (consumer, producer):
@@ -244,6 +245,18 @@ def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: 
     results = check_run(tmp_path)
     counts = results["counts"]
     assert counts["unexpected"] == 0 and counts["lost"] == 0 and results["final_read_complete"]
+    # each process read its partitions in one assignment, in order: the crash started a new process, no rebalance
+    # moved a partition within one, so nothing of its own reads was skipped or read again
+    assert counts["poll_skipped"] == counts["poll_nonmonotonic"] == 0
+    held: dict[tuple[str, int], set[int]] = {}  # (process, assignment number) -> its partitions from then on
+    for e in jsonl(tmp_path / "history" / "events.jsonl"):
+        if e["kind"] == "assignment":
+            before = held.get((e["process"], e["assignment"] - 1), set())
+            held[(e["process"], e["assignment"])] = (before | set(e["partitions"]) if e["change"] == "assigned"
+                                                     else before - set(e["partitions"]))
+    assert {process for process, _ in held} == {"c0", "c0.1"}
+    reads = [r for r in jsonl(tmp_path / "history" / "reads.jsonl") if r["phase"] == "live"]
+    assert all(r["partition"] in held[(r["consumer"], r["assignment"])] for r in reads)
     if commit == "auto" and client == "librdkafka":
         assert counts["consumer_skipped"] > 0
         return

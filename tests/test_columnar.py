@@ -80,7 +80,7 @@ def stored_rows(file: cache.ParquetFile, layout: columnar.Layout) -> list[tuple[
 
 
 def reference_rows(records: list[Any], layout: columnar.Layout) -> list[dict[str, Any]]:
-    fields = [f.name for f in layout.json_schema if f.name != "consumer"]
+    fields = [f.name for f in layout.json_schema]
     return [{f: getattr(r, f) for f in fields} | {"line": r.line} for r in records]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LINE_NULL, LINE_OPTIONAL_FIELDS, PIPELINE_READ_FIELDS,
-                               PIPELINE_SEND_FIELDS, READ_FIELDS, SEND_FIELDS, TXN_FIELDS)
+from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LINE_NULL, LINE_OPTIONAL_FIELDS, LIVE_READ_FIELDS,
+                               PIPELINE_READ_FIELDS, PIPELINE_SEND_FIELDS, READ_FIELDS, SEND_FIELDS, TXN_FIELDS)
 from clusters.request_path import HeldRequest
 from faults.rolling import RollStep
 from rundir.layout import RunDir
@@ -90,17 +90,24 @@ def test_every_kind_of_reads_line_has_the_catalogues_fields_in_its_order(tmp_pat
     assert tuple(read_record(msg, "c0", "g", "live", 1, "read_committed")) == fields  # type: ignore[arg-type]
     [line] = ReadLines("c0", "g", "live", "t", "read_committed").lines([msg], 1)  # type: ignore[list-item]
     assert tuple(json.loads(line)) == fields
+    live = (*READ_FIELDS, *LIVE_READ_FIELDS, *fields[len(READ_FIELDS):])  # an application consumer's live read
+    assert tuple(read_record(msg, "c0", "g", "live", 1, "read_committed", 2)) == live  # type: ignore[arg-type]
+    lines = ReadLines("c0", "g", "live", "t", "read_committed", assignment=1)
+    lines.reassigned(2)
+    [line] = lines.lines([msg], 1)  # type: ignore[list-item]
+    assert json.loads(line) == read_record(msg, "c0", "g", "live", 1, "read_committed", 2)  # type: ignore[arg-type]
     reads = Lines()
     consumer = ConsumerClient("c0", "nowhere:9092", "t", "g", "auto", {}, reads, RunClock(),  # type: ignore[arg-type]
                               client="java", kafka_version="3.9.2")
-    consumer.on_lines("c0", [protocol.processed(0, 5, "p0", 3, 1).encode()])
+    consumer.on_lines("c0", [protocol.assignment_changed(1, "assigned", [0], 1).encode(),
+                             protocol.processed(0, 5, "p0", 3, 1).encode()])
     (tmp_path / "history").mkdir()
     history = History(RunDir(tmp_path), RunClock())
     reader = ReaderClient("nowhere:9092", "t", 1, {0: 9}, "read_committed", 1, history, "3.9.2")
     reader.reads = Lines()  # type: ignore[assignment]
     reader.on_lines(reader.name, [b"R 0 5 p0 3 1", b"R 0 6 pipe0 1 1 p0 7"])
     history.close()
-    assert reads.keys == [READ_FIELDS]
+    assert reads.keys == [(*READ_FIELDS, *LIVE_READ_FIELDS)]
     assert reader.reads.keys == [READ_FIELDS, (*READ_FIELDS, *PIPELINE_READ_FIELDS)]  # type: ignore[attr-defined]
 
 
@@ -180,7 +187,8 @@ def test_a_template_is_its_records_json_and_refuses_arguments_out_of_the_catalog
 PARAMETER_ALIASES = {"first": "first_seq", "settings": "settings_json"}
 FORMATTERS = {"H": protocol.hello, "K": protocol.identity, "I": protocol.invoked, "X": protocol.withdrawn,
               "S": protocol.completed, "J": protocol.joined, "T": protocol.txn_begun, "C": protocol.txn_requested,
-              "O": protocol.txn_outcome, "P": protocol.polled, "R": protocol.processed}
+              "O": protocol.txn_outcome, "P": protocol.polled, "R": protocol.processed,
+              "A": protocol.assignment_changed}
 
 
 @pytest.mark.parametrize("tag", sorted(FORMATTERS))
@@ -192,15 +200,17 @@ def test_each_python_formatter_writes_the_catalogues_fields_in_its_order(tag: st
     assert tuple(PARAMETER_ALIASES.get(n, n) for n in names) == LINE_FIELDS[tag]
     values = {n: 1000 + i for i, n in enumerate(names)}
     values |= {"status": "unknown", "intent": "abort", "outcome": "aborted", "library": "java", "version": "3.9",
-               "settings": {"acks": "all"}, "producer": "p7", "from_producer": "p8", "error": "e r"}
+               "settings": {"acks": "all"}, "producer": "p7", "from_producer": "p8", "error": "e r",
+               "change": "lost", "partitions": [5, 2]}
     line = formatter(**{n: values[n] for n in names})  # type: ignore[operator]
     assert line.split(" ", len(names))[0] == tag
     written = line.split(" ", len(names))[1:]
-    expected = [json.dumps(values[n], separators=(",", ":")) if n == "settings" else str(values[n]) for n in names]
+    shown = {"settings": json.dumps(values["settings"], separators=(",", ":")), "partitions": "2,5"}
+    expected = [shown.get(n, str(values[n])) for n in names]
     assert written == expected
     if tag != "K":
         parsed = protocol.parse(line.encode())
-        assert [str(v) for v in parsed] == expected
+        assert [",".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in parsed] == expected
 
 
 def test_the_constant_lines_and_a_null_field() -> None:

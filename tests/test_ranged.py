@@ -109,12 +109,13 @@ def test_the_first_bad_range_wins_and_a_task_that_cannot_write_means_no_cache() 
 
 
 def test_dictionaries_merge_in_first_seen_order_and_parts_numbered_otherwise_are_remapped() -> None:
-    parts = [part(names={"producers": ["b", "a"], "topics": ["t"], "groups": []}),
-             part(names={"producers": ["b", "a", "c"], "topics": ["t"], "groups": ["g"]}),
-             part(names={"producers": ["c", "a"], "topics": ["u", "t"], "groups": []})]
+    parts = [part(names={"producers": ["b", "a"], "topics": ["t"], "groups": [], "consumers": ["c0"]}),
+             part(names={"producers": ["b", "a", "c"], "topics": ["t"], "groups": ["g"], "consumers": ["c0"]}),
+             part(names={"producers": ["c", "a"], "topics": ["u", "t"], "groups": [], "consumers": ["c1", "c0"]})]
     merged = ranged.merge(parts, READS, "f")
-    assert merged.converted.names == {"producers": ["b", "a", "c"], "topics": ["t", "u"], "groups": ["g"]}
-    assert merged.remaps == [None, None, {"producers": [2, 1], "topics": [1, 0]}]
+    assert merged.converted.names == {"producers": ["b", "a", "c"], "topics": ["t", "u"], "groups": ["g"],
+                                      "consumers": ["c0", "c1"]}
+    assert merged.remaps == [None, None, {"producers": [2, 1], "topics": [1, 0], "consumers": [1, 0]}]
     assert merged.converted.marks == [(1, 0), (1, 0), (1, 0)]
 
 
@@ -131,9 +132,9 @@ def interleaved(n: int = 60) -> dict[str, list[Any]]:
     """Producers and topics first seen in a different order in every range: parts are remapped."""
     names = ["p0", "p1", "p2", "pé"]
     sends = [send(names[(i * 7 + i // 5) % 4], i, topic=f"t{(i // 3) % 3}") for i in range(n)]
-    reads = [read(s["producer"], s["seq"], s["offset"], phase="live", topic=s["topic"], group=f"g{i % 3}")
-             for i, s in enumerate(sends)] + [read(s["producer"], s["seq"], s["offset"], topic=s["topic"])
-                                              for s in reversed(sends)]
+    reads = [read(s["producer"], s["seq"], s["offset"], phase="live", topic=s["topic"], group=f"g{i % 3}",
+                  consumer=f"c{i % 2}") for i, s in enumerate(sends)]
+    reads += [read(s["producer"], s["seq"], s["offset"], topic=s["topic"]) for s in reversed(sends)]
     return {"sends": sends, "reads": reads, "events": []}
 
 
@@ -152,7 +153,7 @@ def test_remapped_parts_read_as_the_reference_reads_them(tmp_path: Path, by_tiny
     files = convert_history(run / "history")
     assert files is not None
     assert len(ranged.parts_of(files["sends.jsonl"].path)) > 10
-    assert {kind for _, _, remap in remapped for kind in remap} == {"producers", "topics", "groups"}
+    assert {kind for _, _, remap in remapped for kind in remap} == {"producers", "topics", "groups", "consumers"}
 
 
 def test_a_broken_line_in_the_middle_of_a_range_and_a_cut_off_last_line(tmp_path: Path, by_tiny_ranges: None) -> None:

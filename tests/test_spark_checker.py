@@ -44,6 +44,7 @@ from spark_analysis.session import spark_session
 from test_anomaly_ranges import GROUPING_CASES, RANGES_HISTORY_EXPECTED, S, ranges_history, timed
 from test_checker_reference import clean, committed, final_read, make_run, purged_but_present, read, send, write_jsonl
 from test_checker_transactions import CASES as TXN_CASES, cread, final_reads, tsend, txn, uread
+from test_polls import POLL_CASES
 
 TOPIC = "t"
 PROMISES = {
@@ -229,6 +230,22 @@ CASES: dict[str, dict[str, list]] = {
 def test_hand_made_histories_agree(spark: Any, tmp_path: Path, name: str) -> None:
     promises = {"reordered": "ordered", "clean": "none", "duplicated": "none"}.get(name, "idempotent")
     agree(spark, run_dir(tmp_path, PROMISES[promises], **CASES[name]))
+
+
+def apart(i: int, lines: list[Any]) -> list[Any]:
+    """A case's lines on topics and producers of its own (the i-th), so that several cases make one history."""
+    return [{**line, **{k: f"{line[k]}.{i}" for k in ("topic", "producer", "from_producer") if line.get(k)}}
+            for line in lines]
+
+
+def test_consumer_and_producer_sequences_agree(spark: Any, tmp_path: Path) -> None:
+    """test_polls.py's planted histories, each on topics and producers of its own, checked as one history."""
+    cases = [POLL_CASES[name] for name in sorted(POLL_CASES)]
+    history = {kind: [line for i, case in enumerate(cases) for line in apart(i, case.get(kind, []))]
+               for kind in ("sends", "reads", "events", "txns")}
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **history))
+    assert all(results["counts"][a] for a in ("poll_skipped", "poll_nonmonotonic", "poll_skipped_rebalance",
+                                              "poll_nonmonotonic_rebalance", "send_nonmonotonic"))
 
 
 @pytest.mark.parametrize("name", ["divergent", "ten_reads", "twenty_smallest", "repeated_sends", "unexpected"])
@@ -605,6 +622,9 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
             for _ in range(draw(st.integers(0, 2))):  # live reads, redelivered when one group reads twice
                 live = read(producer, seq, offset, phase="live", partition=partition, topic=topic,
                             group=draw(st.sampled_from(GROUPS)), consumer=draw(st.sampled_from(["c0", "c1"])))
+                assignment = draw(st.sampled_from([None, 1, 1, 1, 2]))  # the reads are shuffled: polls break
+                if assignment is not None:
+                    live["assignment"] = assignment
                 if transactional:
                     live["isolation"] = draw(st.sampled_from(ISOLATIONS))
                 reads.append(live)
@@ -758,6 +778,9 @@ def everything_at_once() -> dict[str, list[Any]]:
         read("p1", 0, 13), read("p1", 2, 14),
         read("ghost", 0, 15), read(None, None, 16),  # never sent; a foreign value
         read("p0", 1, 1, phase="live"), read("p0", 1, 1, phase="live"),  # redelivered to group g
+        # consumer c9, in its first assignment, jumps over offset 1 and steps back to it; after a rebalance, over 3
+        *({**read("p0", o, o, phase="live", consumer="c9"), "assignment": a} for o, a in ((0, 1), (2, 1), (1, 1),
+                                                                                          (4, 2))),
     ]
     events = [final_read(0, high_watermark=17), final_read(1, complete=False, high_watermark=1), committed(6)]
     return merge(merge({"sends": sends, "reads": reads, "events": events, "txns": []}, transactions()), pipelines())

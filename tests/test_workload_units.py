@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from rundir.layout import RunDir
 from workloads import protocol
@@ -311,17 +311,21 @@ def test_a_transactional_producer_needs_a_txns_writer() -> None:
 def test_consumer_lines_become_live_reads_of_the_group() -> None:
     reads = ListWriter()
     c = ConsumerClient("c0", "nowhere:9092", "t", "app", "auto", {}, reads, RunClock(), 100)  # type: ignore[arg-type]
-    c.on_lines("c0", wire(protocol.polled(2, 5)))
+    changes: list[tuple[str, protocol.AssignmentChanged]] = []
+    c.on_assignment = lambda name, change: changes.append((name, change))
+    c.on_lines("c0", wire(protocol.assignment_changed(3, "assigned", [1, 0], 4), protocol.polled(2, 5)))
     assert c.processing
+    assert changes == [("c0", protocol.AssignmentChanged(3, "assigned", (0, 1), 4))]
     c.on_lines("c0", wire(protocol.processed(1, 7, "p0", 3, 9), protocol.processed(1, 8, None, None, 9)))
     assert c.processing and c.count == 2
     c.on_exit("c0", clean=False, how="killed")
     assert not c.processing
     assert reads.records == [{"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
-                              "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9, "isolation": "read_committed"},
+                              "offset": 7, "producer": "p0", "seq": 3, "time_ns": 9, "isolation": "read_committed",
+                              "assignment": 3},
                              {"consumer": "c0", "group": "app", "phase": "live", "topic": "t", "partition": 1,
                               "offset": 8, "producer": None, "seq": None, "time_ns": 9,
-                              "isolation": "read_committed"}]
+                              "isolation": "read_committed", "assignment": 3}]
 
 
 @pytest.mark.parametrize("commit, processing_ms", [("auto", 0), ("manual", 0), ("auto", 250)])
@@ -338,6 +342,8 @@ def test_a_consumer_process_sends_its_reads_lines_ready_to_write(commit: str, pr
     loop = ConsumeLoop(spec, RunClock(), threading.Event(), LineOut(write_fd))
     try:
         loop._commit = lambda batch: None  # type: ignore[method-assign]  # no broker to commit to
+        # what subscribe()'s on_assign says, as librdkafka would call it (from inside consume())
+        loop.assignments.callbacks()["on_assign"](loop.consumer, [TopicPartition("t", 0), TopicPartition("t", 1)])
         loop._process(batch)
     finally:
         loop.consumer.close()
@@ -350,7 +356,7 @@ def test_a_consumer_process_sends_its_reads_lines_ready_to_write(commit: str, pr
     c.on_lines("c0.2", wire_lines)
     assert c.count == len(values) and c.batches_polled == c.batches_done == 1 and not c.processing
     times = {r["time_ns"] for r in reads.records}
-    assert reads.records == [read_record(msg, "c0.2", "app", "live", r["time_ns"], DEFAULT_ISOLATION)
+    assert reads.records == [read_record(msg, "c0.2", "app", "live", r["time_ns"], DEFAULT_ISOLATION, 1)
                              for msg, r in zip(batch, reads.records)]
     assert reads.records[2]["from_producer"] == "p0" and reads.records[3]["producer"] is None
     assert len(times) == (3 if processing_ms else 1)  # 250 ms: 3 slices of at most 2 records, each its own time

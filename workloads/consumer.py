@@ -29,19 +29,21 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any, Literal
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Message,
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from catalogue.history import PIPELINE_READ_FIELDS, READ_FIELDS
+from catalogue.history import LIVE_READ_FIELDS, PIPELINE_READ_FIELDS, READ_FIELDS
 from rundir.records import head, ordered, template
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import ClientIdentity, ClientProcess, Library, WorkloadError
 from workloads.history import RDKAFKA_LOG, History, HistoryWriter, RunClock, json_line
 from workloads.messages import decode, decode_source
-from workloads.protocol import BATCH_DONE, BatchDone, Polled, as_json_int, parse, polled, processed_fields
+from workloads.protocol import (BATCH_DONE, AssignmentChanged, BatchDone, Polled, as_json_int, assignment_changed,
+                                parse, polled, processed_fields)
 
 CommitMode = Literal["auto", "manual"]
 Isolation = Literal["read_committed", "read_uncommitted"]
@@ -99,25 +101,32 @@ def librdkafka_consumer_identity(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_record(msg: Message, consumer: str, group: str | None, phase: str, time_ns: int,
-                isolation: Isolation) -> dict[str, Any]:
-    """A reads.jsonl line's record, its fields in the catalogue's order."""
+                isolation: Isolation, assignment: int | None = None) -> dict[str, Any]:
+    """A reads.jsonl line's record, its fields in the catalogue's order (``assignment``: a live read's)."""
     value = msg.value()
     producer, seq = decode(value)
     record = {"consumer": consumer, "group": group, "phase": phase, "topic": msg.topic(),
               "partition": msg.partition(), "offset": msg.offset(), "producer": producer, "seq": seq,
               "time_ns": time_ns, "isolation": isolation}
+    if assignment is not None:
+        record["assignment"] = assignment
     from_producer, from_seq = decode_source(value)
     if from_producer is not None:  # a pipeline's output: which input it was made from
         record["from_producer"], record["from_seq"] = from_producer, from_seq
-    return ordered(READ_FIELDS, record, PIPELINE_READ_FIELDS)
+    return ordered(READ_FIELDS, record, LIVE_READ_FIELDS + PIPELINE_READ_FIELDS)
 
 
 def reader_constants(consumer: str, group: str | None, phase: str, topic: str,
-                     isolation: Isolation | None = None) -> dict[str, bytes]:
-    """The fields every reads.jsonl line of one reader shares, as JSON."""
+                     isolation: Isolation | None = None, assignment: int | None = None) -> dict[str, bytes]:
+    """The fields every reads.jsonl line of one reader shares (within one assignment, for a live reader), as
+    JSON."""
     constants = {"consumer": json_line(consumer), "group": json_line(group), "phase": json_line(phase),
                  "topic": json_line(topic)}
-    return constants if isolation is None else {**constants, "isolation": json_line(isolation)}
+    if isolation is not None:
+        constants["isolation"] = json_line(isolation)
+    if assignment is not None:
+        constants["assignment"] = json_line(assignment)
+    return constants
 
 
 def read_line_head(consumer: str, group: str | None, phase: str, topic: str) -> bytes:
@@ -127,15 +136,17 @@ def read_line_head(consumer: str, group: str | None, phase: str, topic: str) -> 
 
 
 def read_line(consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation, numbers: bytes,
-              source: bool = False) -> bytes:
+              source: bool = False, assignment: int | None = None) -> bytes:
     """One reader's reads.jsonl line as a %-format of partition and offset (``numbers``: ``%d`` for ints,
     ``%s`` for digits as bytes), producer and seq (JSON), time_ns (digits) and, with ``source``, from_producer
-    and from_seq (JSON): built once per reader from the catalogue's field order."""
+    and from_seq (JSON): built once per reader (per assignment, for a live one: ``assignment``) from the
+    catalogue's field order."""
     placeholders = {"partition": numbers, "offset": numbers, "producer": b"%s", "seq": b"%s", "time_ns": b"%s"}
     if source:
         placeholders |= {"from_producer": b"%s", "from_seq": b"%s"}
-    return template((*READ_FIELDS, *PIPELINE_READ_FIELDS) if source else READ_FIELDS,
-                    reader_constants(consumer, group, phase, topic, isolation), placeholders)
+    fields = (*READ_FIELDS, *(LIVE_READ_FIELDS if assignment is not None else ()),
+              *(PIPELINE_READ_FIELDS if source else ()))
+    return template(fields, reader_constants(consumer, group, phase, topic, isolation, assignment), placeholders)
 
 
 # a producer's value, b"<producer>:<seq>:<padding>" (messages.encode), whose line needs no dict: seq as JSON writes
@@ -150,10 +161,19 @@ class ReadLines:
     write the usual way (a pipeline's output, anything foreign) goes through ``read_record``; both give the same
     bytes."""
 
-    def __init__(self, consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation) -> None:
-        self.consumer, self.group, self.phase, self.isolation = consumer, group, phase, isolation
-        self.line = read_line(consumer, group, phase, topic, isolation, b"%d")
+    def __init__(self, consumer: str, group: str | None, phase: str, topic: str, isolation: Isolation,
+                 assignment: int | None = None) -> None:
+        """``assignment``: a live reader's assignment number (``reassigned`` changes it)."""
+        self.consumer, self.group, self.phase, self.topic, self.isolation = consumer, group, phase, topic, isolation
+        self.assignment = assignment
+        self.line = read_line(consumer, group, phase, topic, isolation, b"%d", assignment=assignment)
         self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
+
+    def reassigned(self, assignment: int) -> None:
+        """Later lines carry this assignment number."""
+        self.assignment = assignment
+        self.line = read_line(self.consumer, self.group, self.phase, self.topic, self.isolation, b"%d",
+                              assignment=assignment)
 
     def lines(self, msgs: list[Message], time_ns: int, high: dict[int, int] | None = None) -> list[bytes]:
         """The lines of records read at ``time_ns`` (errors skipped); with ``high``, only those below their
@@ -183,7 +203,8 @@ class ReadLines:
 
     def _slow_line(self, msg: Message, time_ns: int) -> bytes:
         """A value kchaos did not write the usual way: through the record's dict (the same bytes)."""
-        return json_line(read_record(msg, self.consumer, self.group, self.phase, time_ns, self.isolation))
+        return json_line(read_record(msg, self.consumer, self.group, self.phase, time_ns, self.isolation,
+                                     self.assignment))
 
     @staticmethod
     def _producer_json(producer: bytes) -> bytes:
@@ -204,6 +225,36 @@ def slices(batch: list[Message], processing_ms: float) -> list[list[Message]]:
     return [batch[i:i + size] for i in range(0, len(batch), size)]
 
 
+class Assignments:
+    """A consumer process's assignment changes, numbered in the order its rebalance callbacks ran: each one is an
+    ``A`` line to the harness, and its number is what the process's later live reads carry (``on_change``), so
+    the checkers can tell reads within one assignment from reads across a rebalance. A callback with no
+    partitions (an incremental rebalance that moved none of this process's) changes nothing."""
+
+    def __init__(self, out: LineOut, clock: RunClock, on_change: Callable[[int], None] = lambda number: None) -> None:
+        self.out, self.clock, self.on_change = out, clock, on_change
+        self.number = 0
+
+    def changed(self, change: str, partitions: list[TopicPartition]) -> None:
+        if not partitions:
+            return
+        self.number += 1
+        self.out.send([assignment_changed(self.number, change, [tp.partition for tp in partitions],
+                                          self.clock.now_ns())])
+        self.on_change(self.number)
+
+    def callbacks(self, then: Callable[[Consumer, list[TopicPartition]], None] | None = None) -> dict[str, Any]:
+        """subscribe()'s on_assign, on_revoke and on_lost: each records its change, then calls ``then``."""
+        def callback(change: str) -> Callable[[Consumer, list[TopicPartition]], None]:
+            def changed(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+                self.changed(change, partitions)
+                if then is not None:
+                    then(consumer, partitions)
+            return changed
+        return {f"on_{name}": callback(change) for name, change in
+                (("assign", "assigned"), ("revoke", "revoked"), ("lost", "lost"))}
+
+
 class ConsumeLoop:
     """Poll, process, record, commit (manual) until stopped; a stop lets the current batch finish."""
 
@@ -219,10 +270,11 @@ class ConsumeLoop:
         self.consumer = Consumer(self.settings, logger=RDKAFKA_LOG)
         # processed records go to the harness as reads.jsonl lines, ready to write
         self.read_lines = ReadLines(spec["name"], spec["group"], "live", self.topic,
-                                    effective_isolation(self.settings, None))
+                                    effective_isolation(self.settings, None), assignment=0)
+        self.assignments = Assignments(out, clock, self.read_lines.reassigned)
 
     def run(self) -> None:
-        self.consumer.subscribe([self.topic])
+        self.consumer.subscribe([self.topic], **self.assignments.callbacks())
         say_hello(self.out, librdkafka_consumer_identity(self.settings))
         try:
             while not self.stop.is_set():
@@ -295,6 +347,8 @@ class ConsumerClient(ClientProcess):
         self.isolation = isolation
         self._isolation: Isolation = effective_isolation(config, isolation, client)
         self._lines: dict[str, tuple[bytes, bytes]] = {}  # process name -> its lines' head, and R lines' format
+        # what an A line (a rebalance callback of one of its processes) is told to: the run writes an event
+        self.on_assignment: Callable[[str, AssignmentChanged], None] | None = None
         self.count = 0            # live reads recorded, over every process of this consumer
         self.batches_polled = 0
         self.batches_done = 0
@@ -321,25 +375,36 @@ class ConsumerClient(ClientProcess):
         known = self._lines.get(name)
         if known is None:
             known = self._lines[name] = (read_line_head(name, self.group, "live", self.topic),
-                                         read_line(name, self.group, "live", self.topic, self._isolation, b"%s"))
-        head, read = known
+                                         self._read_line(name, 0))
+        head = known[0]
         out = [line for line in lines if line.startswith(head)]
         if len(out) < len(lines):
-            self._other_lines([line for line in lines if not line.startswith(head)], read, out)
+            self._other_lines(name, [line for line in lines if not line.startswith(head)], out)
         if out:
             self.reads.write_lines(out)
             self.count += len(out)
 
-    def _other_lines(self, lines: list[bytes], read: bytes, out: list[bytes]) -> None:
-        """``R`` lines become reads in ``out`` (``read``: the format of this process's lines, read_line's);
-        ``P`` and ``D`` count batches; anything else is a ProtocolError."""
+    def _read_line(self, name: str, assignment: int) -> bytes:
+        """The format of a process's live reads in one of its assignments (read_line's)."""
+        return read_line(name, self.group, "live", self.topic, self._isolation, b"%s", assignment=assignment)
+
+    def _other_lines(self, name: str, lines: list[bytes], out: list[bytes]) -> None:
+        """``R`` lines become reads in ``out``, in the format of process ``name``'s current assignment; ``A``
+        changes that assignment (and is told to ``on_assignment``); ``P`` and ``D`` count batches; anything
+        else is a ProtocolError."""
+        head, read = self._lines[name]
         for line in lines:
             if line[:2] == b"R ":
                 partition, offset, producer, seq, time_ns = processed_fields(line)
                 out.append(read % (partition, offset, self._producer_json(producer), as_json_int(seq), time_ns))
                 continue
             m = parse(line)
-            if isinstance(m, Polled):
+            if isinstance(m, AssignmentChanged):
+                read = self._read_line(name, m.assignment)
+                self._lines[name] = (head, read)
+                if self.on_assignment is not None:
+                    self.on_assignment(name, m)
+            elif isinstance(m, Polled):
                 self.batches_polled += 1
                 self.last_polled = m.count
             elif isinstance(m, BatchDone):
@@ -531,6 +596,12 @@ def record_identity(history: History, name: str, role: str, identity: ClientIden
     binding = {} if identity.binding is None else {"binding": identity.binding}
     history.event("client", client=identity.library, version=identity.version, **binding, process=name, role=role,
                   settings=identity.settings, time_ns=history.clock.now_ns())
+
+
+def record_assignment(history: History, name: str, group: str, topic: str, m: AssignmentChanged) -> None:
+    """An ``assignment`` event: a consumer process's rebalance callback, as its ``A`` line said it."""
+    history.event("assignment", process=name, group=group, topic=topic, assignment=m.assignment, change=m.change,
+                  partitions=list(m.partitions), time_ns=m.time_ns)
 
 
 def read_back_both(bootstrap_servers: str, topic: str, partitions: int, history: History,

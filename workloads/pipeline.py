@@ -44,7 +44,7 @@ from catalogue.history import PIPELINE_SEND_FIELDS, SEND_FIELDS
 from rundir.records import ordered, template
 from workloads.child import LineOut, child_main, say_hello
 from workloads.client import Library
-from workloads.consumer import (ConsumerClient, Isolation, end_offsets, librdkafka_consumer_settings,
+from workloads.consumer import (Assignments, ConsumerClient, Isolation, end_offsets, librdkafka_consumer_settings,
                                 librdkafka_consumer_identity)
 from workloads.history import RDKAFKA_LOG, History, RunClock, json_line
 from workloads.messages import decode, encode, encode_output
@@ -117,6 +117,7 @@ class PipelineLoop:
         self.txn = -1       # the current (or last) transaction number
         self._done: list[str] = []
         self._committed: dict[int, int] = {}  # partition -> the group's committed offset, as this process knows it
+        self.assignments = Assignments(out, clock)  # its live reads are the harness's R lines: it numbers them
 
     # ------------------------------------------------------------ the loop
 
@@ -126,8 +127,7 @@ class PipelineLoop:
         try:
             if not self._init():
                 return
-            self.consumer.subscribe([self.input_topic], on_assign=self._assigned, on_revoke=self._revoked,
-                                    on_lost=self._revoked)
+            self.consumer.subscribe([self.input_topic], **self.assignments.callbacks(then=self._forget_committed))
             while not self.stop.is_set():
                 batch = [m for m in self.consumer.consume(self.batch, timeout=0.5) if m.error() is None]
                 if batch:
@@ -152,11 +152,8 @@ class PipelineLoop:
                     raise fatal(e) from None
         return False
 
-    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._committed.pop(tp.partition, None)
-
-    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _forget_committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """A partition given, taken back or lost: what this process knew of its committed offset is stale."""
         for tp in partitions:
             self._committed.pop(tp.partition, None)
 
@@ -370,6 +367,10 @@ def pipe(spec: dict[str, Any], clock: RunClock, stop: threading.Event, out: Line
 # ---------------------------------------------------------------------- the harness's handle
 
 
+# the lines of the input side (a consumer's: processed records, polls, assignment changes), and its D
+INPUT_TAGS = (b"R ", b"P ", b"A ")
+
+
 class PipelineClient(ProducerClient):
     """One pipeline process of the pipeline group; restarted under a new name (pipe0, pipe0.1, ...) and the same
     transactional.id, so the new process fences the old one's open transaction.
@@ -436,7 +437,7 @@ class PipelineClient(ProducerClient):
         (plus the input they were made from), transactions follow ProducerClient's book."""
         book = self.book
         assert book is not None
-        reads = [line for line in lines if line[:2] in (b"R ", b"P ") or line == b"D"]
+        reads = [line for line in lines if line[:2] in INPUT_TAGS or line == b"D"]
         if reads:
             self.input.on_lines(name, reads)
         out: list[bytes] = []
@@ -469,7 +470,7 @@ class PipelineClient(ProducerClient):
                 if isinstance(m, TxnBegun):
                     self.open_acked = 0
                 self._on_txn(name, book, m)  # type: ignore[arg-type]
-            elif tag not in (b"R ", b"P ", b"H ") and line not in (b"D", b"E"):
+            elif tag not in INPUT_TAGS and tag != b"H " and line not in (b"D", b"E"):
                 raise ProtocolError(f"not a pipeline's protocol line: {line[:80]!r}")
         if out:
             self.sends.write_lines(out)

@@ -32,6 +32,10 @@ Consumer::
 
     H <pid>
     P <count> <poll_ns>                            polled a batch, processing starts
+    A <assignment> <change> <partitions> <time_ns>  a rebalance callback changed its partitions (assigned |
+                                                   revoked | lost, these partitions, comma-separated): its
+                                                   assignment number is now <assignment>, which its later live
+                                                   reads carry
     {"consumer":...}                               a record the application has processed: its reads.jsonl
                                                    line, ready to write (the librdkafka consumer)
     R <partition> <offset> <producer> <seq> <time_ns>   ...the same as fields (the Java consumer; pipelines)
@@ -57,7 +61,7 @@ import json
 import re
 from typing import Any, NamedTuple, Union
 
-from catalogue.history import LINE_FIELDS, SEND_STATUSES
+from catalogue.history import ASSIGNMENT_CHANGES, LINE_FIELDS, SEND_STATUSES
 
 NULL = "-"
 STOP = b"stop\n"
@@ -130,6 +134,13 @@ class Processed(NamedTuple):
     time_ns: int
 
 
+class AssignmentChanged(NamedTuple):
+    assignment: int        # the process's count of assignment changes, this one included
+    change: str            # assigned | revoked | lost
+    partitions: tuple[int, ...]
+    time_ns: int
+
+
 class BatchDone(NamedTuple):
     pass
 
@@ -139,7 +150,7 @@ class End(NamedTuple):
 
 
 Message = Union[Hello, Invoked, Withdrawn, Completed, Joined, TxnBegun, TxnRequested, TxnOutcome, Polled, Processed,
-                ReadPosition, BatchDone, End]
+                AssignmentChanged, ReadPosition, BatchDone, End]
 
 
 class ProtocolError(ValueError):
@@ -206,6 +217,11 @@ def polled(count: int, poll_ns: int) -> str:
 
 def processed(partition: int, offset: int, producer: str | None, seq: int | None, time_ns: int) -> str:
     return f"R {partition} {offset} {_opt(producer)} {_opt(seq)} {time_ns}"
+
+
+def assignment_changed(assignment: int, change: str, partitions: list[int], time_ns: int) -> str:
+    """``A``: a rebalance callback gave, took back or lost these partitions (never none)."""
+    return f"A {assignment} {change} {','.join(str(p) for p in sorted(partitions))} {time_ns}"
 
 
 BATCH_DONE = "D"
@@ -327,6 +343,11 @@ def parse(line: bytes) -> Message:
             seq, from_producer, from_seq, invoke_ns = joined_fields(line)
             return Joined(int(seq), None if from_producer == b"-" else from_producer.decode(), _int(from_seq),
                           int(invoke_ns))
+        if tag == b"A":
+            _, assignment, change, partitions, time_ns = line.split(b" ")
+            if change.decode() in ASSIGNMENT_CHANGES:
+                return AssignmentChanged(int(assignment), change.decode(),
+                                         tuple(int(p) for p in partitions.split(b",")), int(time_ns))
         if tag == b"F":
             _, partition, position = line.split(b" ")
             return ReadPosition(int(partition), int(position))

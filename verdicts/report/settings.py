@@ -142,8 +142,9 @@ def planned_faults(scenario: dict[str, Any] | None) -> list[tuple[str, str]]:
 # What a fault of every node does at once: with no fsync, nothing unflushed survives it.
 WHOLE_CLUSTER = ("all-brokers", "majority-brokers")
 # Loss, and what comes with it: a truncated offset is handed to a later write (divergent), which puts the
-# acknowledgements out of seq order (reordered), even from an idempotent producer.
-LOSS = ("lost", "lost_after_read", "divergent", "reordered")
+# acknowledgements out of seq order (reordered), even from an idempotent producer, and below offsets acknowledged
+# before them (send_nonmonotonic).
+LOSS = ("lost", "lost_after_read", "divergent", "reordered", "send_nonmonotonic")
 
 
 def _loses_unsynced(kind: str) -> bool:

@@ -64,7 +64,7 @@ public final class Consumer {
                 isolation == null ? null : isolation.asText());
         KafkaConsumer<byte[], byte[]> consumer = open(props);
         try {
-            consumer.subscribe(List.of(spec.str("topic")));
+            consumer.subscribe(List.of(spec.str("topic")), new Assignments(child, partitions -> { }));
             child.hello("consumer", props);
             while (!child.stopping()) {
                 ConsumerRecords<byte[], byte[]> records;

@@ -142,5 +142,10 @@ public final class Lines {
         return "R " + partition + " " + offset + " " + opt(producer) + " " + opt(seq) + " " + timeNs;
     }
 
+    /** {@code A <assignment> <change> <partitions> <time_ns>}: partitions comma-separated, never none. */
+    public static String assignmentChanged(long assignment, String change, String partitions, long timeNs) {
+        return "A " + assignment + " " + change + " " + partitions + " " + timeNs;
+    }
+
     public static final String BATCH_DONE = "D";
 }

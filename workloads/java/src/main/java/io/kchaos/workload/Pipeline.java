@@ -2,7 +2,6 @@ package io.kchaos.workload;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -114,22 +113,7 @@ public final class Pipeline {
             if (!init()) {
                 return;
             }
-            consumer.subscribe(List.of(inputTopic), new ConsumerRebalanceListener() {
-                @Override
-                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-                    forget(partitions);
-                }
-
-                @Override
-                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-                    forget(partitions);
-                }
-
-                @Override
-                public void onPartitionsLost(Collection<TopicPartition> partitions) {
-                    forget(partitions);
-                }
-            });
+            consumer.subscribe(List.of(inputTopic), new Assignments(child, this::forget));
             while (!child.stopping()) {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(POLL);
                 if (!records.isEmpty()) {
