@@ -69,6 +69,7 @@ class PartitionState:
 
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"   # the group coordinators' log (Topic.GROUP_METADATA_TOPIC_NAME)
 
 
 def java_hash(text: str) -> int:
@@ -82,6 +83,12 @@ def java_hash(text: str) -> int:
 def java_abs(n: int) -> int:
     """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
     return 0 if n == -(1 << 31) else abs(n)
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The partition of a coordinator's log (__transaction_state, __consumer_offsets) that holds ``key`` (a
+    transactional id, a group id): Utils.abs(key.hashCode()) % partitions, as Kafka's partitionFor computes it."""
+    return java_abs(java_hash(key)) % partitions
 
 
 class Cluster:
@@ -425,13 +432,28 @@ class Cluster:
         log's partition count (TransactionStateManager.partitionFor); None
         while that partition has no leader or the log does not exist yet.
         """
+        return self._coordinator(TRANSACTION_STATE_TOPIC, transactional_id)
+
+    def group_coordinator(self, group: str) -> Node | None:
+        """The broker coordinating consumer group ``group``: the leader of its __consumer_offsets partition.
+
+        Kafka places a group on partition abs(group.hashCode()) mod the log's
+        partition count (GroupMetadataManager.partitionFor, and the KIP-848
+        coordinator's GroupCoordinatorService.partitionFor alike); None while
+        that partition has no leader or the log does not exist yet (Kafka
+        creates it at the first FindCoordinator of a group).
+        """
+        return self._coordinator(CONSUMER_OFFSETS_TOPIC, group)
+
+    def _coordinator(self, log: str, key: str) -> Node | None:
+        """The leader of the partition of the coordinators' ``log`` that holds ``key``; None without one."""
         try:
-            states = self.partitions(TRANSACTION_STATE_TOPIC)
+            states = self.partitions(log)
         except ClusterError:
             return None
         if not states:
             return None
-        wanted = java_abs(java_hash(transactional_id)) % len(states)
+        wanted = coordinator_partition(key, len(states))
         leader = next((p.leader for p in states if p.partition == wanted), None)
         return self.broker(leader) if leader is not None else None
 

@@ -32,7 +32,8 @@ from faults.base import Fault, FaultError, FaultOptions, with_defaults
 log = logging.getLogger(__name__)
 
 ROLES = ("producer", "consumer", "pipeline", "broker")
-BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator")
+BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator",
+                  "group-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
 
 

@@ -1,5 +1,5 @@
-"""What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all)
-or workload clients (a producer, a consumer, an exactly-once pipeline, any of them)."""
+"""What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all, a transaction or
+group coordinator) or workload clients (a producer, a consumer, an exactly-once pipeline, any of them)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from clusters.node import Node
 from workloads.client import Client
 
 NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers",
-                "txn-coordinator")
+                "txn-coordinator", "group-coordinator")
 # a role's name targets a client of that role; "pipeline" is appended so the others keep their order
 CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
@@ -25,6 +25,7 @@ TARGET_HELP = {
     "majority-brokers": "a random majority of the brokers",
     "all-brokers": "every broker",
     "txn-coordinator": "the transaction coordinator of one of the workload's transactional ids",
+    "group-coordinator": "the group coordinator of the workload's consumer group (or the pipeline's)",
     "producer": "a producer process at random",
     "consumer": "a consumer process at random",
     "random-client": "any workload process at random (the default of client faults)",
@@ -33,17 +34,23 @@ TARGET_HELP = {
 
 
 def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random,
-                   transactional_ids: Sequence[str] = ()) -> list[Node]:
+                   transactional_ids: Sequence[str] = (), group_ids: Sequence[str] = ()) -> list[Node]:
     """Pick nodes for ``target``; random choices come from ``rng`` so a seed reproduces them.
 
     ``txn-coordinator``: the broker coordinating one of ``transactional_ids``
     (the workload's), picked at random; none while the workload has none.
+    ``group-coordinator``: the broker coordinating one of ``group_ids`` (the
+    consumers' group, the pipeline's), each group as likely however many
+    processes it has; none while the workload has none.
     """
     brokers = sorted(cluster.brokers, key=lambda n: n.node_id)
-    if target == "txn-coordinator":
-        if not transactional_ids:
+    coordinators = {"txn-coordinator": (transactional_ids, cluster.transaction_coordinator),
+                    "group-coordinator": (group_ids, cluster.group_coordinator)}
+    if target in coordinators:
+        keys, coordinator_of = coordinators[target]
+        if not keys:
             return []
-        coordinator = cluster.transaction_coordinator(rng.choice(sorted(transactional_ids)))
+        coordinator = coordinator_of(rng.choice(sorted(set(keys))))
         return [coordinator] if coordinator is not None else []
     if target == "partition-leader":
         try:

@@ -28,6 +28,7 @@ from workloads.client import LIBRARIES, Library
 from workloads.confluent_release import is_release
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
 from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION, RENAMED
+from harness.group_protocol import SETTING as GROUP_PROTOCOL_SETTING, Brokers, GroupProtocol, check_role
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
@@ -38,6 +39,10 @@ ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client
 LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
                        "added to config")
 JAVA_CONFIG = Field({}, description="settings only a Java client gets (e.g. buffer.memory), added to config")
+GROUP_PROTOCOL = Field(None, description="group.protocol of this role's clients: classic, or consumer (KIP-848: "
+                       "KRaft and Kafka 4.0 or later, librdkafka 2.12 or kafka-clients 4.0 or later; the session "
+                       "timeout and heartbeat are then the brokers' group.consumer.* settings); null: the client's "
+                       "default (classic)")
 
 
 def written_as_release(value: Any) -> Any:
@@ -140,6 +145,7 @@ class ConsumersModel(Strict):
         "client's default")
     client: Client | None = ROLE_CLIENT
     client_version: Release | None = ROLE_CLIENT_VERSION
+    group_protocol: GroupProtocol | None = GROUP_PROTOCOL
     config: dict[str, Scalar] = Field({}, description="consumer settings both clients read (session.timeout.ms, "
                                       "auto.commit.interval.ms, ...); group.id and enable.auto.commit are the "
                                       "harness's")
@@ -170,6 +176,7 @@ class PipelineModel(Strict):
                                  "outputs written before it commits (where a crash lands)")
     client: Client | None = ROLE_CLIENT
     client_version: Release | None = ROLE_CLIENT_VERSION
+    group_protocol: GroupProtocol | None = GROUP_PROTOCOL
     config: dict[str, Scalar] = Field({}, description="settings of the pipeline's input consumer, e.g. "
                                       "session.timeout.ms: how soon a crashed instance's partitions move")
     librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
@@ -283,7 +290,19 @@ class WorkloadModel(Strict):
 
 
 def client_config(role: ProducersModel | ConsumersModel | PipelineModel, client: Client) -> dict[str, Scalar]:
-    return {**role.config, **(role.java_config if client == "java" else role.librdkafka_config)}
+    """config, then the client's own map, then a consumer role's group_protocol as group.protocol: what each of
+    the role's processes is given, on either client."""
+    return {**role.config, **own_map(role, client), **group_protocol(role)}
+
+
+def own_map(role: ProducersModel | ConsumersModel | PipelineModel, client: Client) -> dict[str, Scalar]:
+    return role.java_config if client == "java" else role.librdkafka_config
+
+
+def group_protocol(role: ProducersModel | ConsumersModel | PipelineModel) -> dict[str, Scalar]:
+    """``{group.protocol: ...}`` when the role names one, else nothing (the client's default)."""
+    protocol = role.group_protocol if isinstance(role, (ConsumersModel, PipelineModel)) else None
+    return {} if protocol is None else {GROUP_PROTOCOL_SETTING: protocol}
 
 
 def known_fault(kind: str) -> str:
@@ -449,6 +468,7 @@ class Scenario(Strict):
             raise ValueError(str(e)) from None
         self._faults_can_act()
         self._client_versions_possible()
+        self._group_protocol_possible()
         self._transactions_possible()
         self._kafka_settings_exist()
         return self
@@ -466,6 +486,25 @@ class Scenario(Strict):
                 raise ValueError(f"{where}.client_version={version}: the role runs java, and kchaos builds its Java "
                                  f"program against kafka-clients {oldest}.0 and later (a confluent-kafka release "
                                  "belongs to a librdkafka role)")
+
+    def _group_protocol_possible(self) -> None:
+        """group.protocol=consumer only where the brokers and the role's client serve KIP-848, and without the
+        classic settings its client refuses (harness/group_protocol.py)."""
+        w, c = self.workload, self.cluster
+        releases = [(c.kafka_version, "cluster.kafka_version")]
+        for i, outer in enumerate(self.faults):
+            for where, fault in ((f"faults.{i}", outer), (f"faults.{i}.then", outer.then)):
+                if fault is not None and fault.kind == "rolling-upgrade" and fault.options.get("to_version"):
+                    releases.append((str(fault.options["to_version"]), f"{where}.options.to_version"))
+        brokers = Brokers(c.metadata, releases, dict(c.features), dict(c.broker_config))
+        roles: list[tuple[str, ConsumersModel | PipelineModel, Client, str | None]] = [
+            ("workload.consumers", w.consumers, w.consumer_client, w.consumer_client_version)]
+        if w.pipeline is not None:
+            roles.append(("workload.pipeline", w.pipeline, w.pipeline_client, w.pipeline_client_version))
+        for where, role, client, release in roles:
+            check_role(where, role.group_protocol, {"config": dict(role.config),
+                                                    f"{client}_config": dict(own_map(role, client))},
+                       client, release or (c.kafka_version if client == "java" else None), brokers)
 
     @property
     def java_client_releases(self) -> list[str]:
@@ -524,6 +563,9 @@ class Scenario(Strict):
                     raise ValueError(f"{where}: target pipeline, but the workload has no pipeline")
                 if target == "txn-coordinator" and not w.transactional:
                     raise ValueError(f"{where}: target txn-coordinator, but the workload has no transactions")
+                if target == "group-coordinator" and w.consumers.count == 0 and w.pipeline is None:
+                    raise ValueError(f"{where}: target group-coordinator, but the workload has no consumer group "
+                                     "(no consumers, no pipeline)")
 
     @property
     def pipeline_output_topic(self) -> str:
@@ -560,7 +602,8 @@ class Scenario(Strict):
                 except ClusterError as e:
                     raise ValueError(str(e)) from None
                 check_java_settings(kind, where, {f"{where}.config": dict(role.config),
-                                                  f"{where}.java_config": dict(role.java_config)},
+                                                  f"{where}.java_config": dict(role.java_config),
+                                                  f"{where}.group_protocol": group_protocol(role)},
                                     names, group, commit, timeout_ms)
             elif kind == "producer":
                 check_producer_settings(client_config(role, client), timeout_ms)

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from tenacity import retry, stop_after_delay, wait_fixed
 
-from clusters.cluster import Cluster
+from clusters.cluster import CONSUMER_OFFSETS_TOPIC, Cluster, coordinator_partition
 from clusters.errors import ClusterError
 from clusters.spec import TopicSpec
 from clusters.topics import create_topic
-from helpers import maps_class_archive
+from helpers import maps_class_archive, new_topic
 
 pytestmark = pytest.mark.cluster
 
@@ -39,6 +39,41 @@ def test_impossible_topic_is_refused(cluster: Cluster) -> None:
     with pytest.raises(ClusterError, match="min_insync_replicas=4 is above replication_factor=3"):
         create_topic(cluster, TopicSpec("impossible", partitions=1, replication_factor=3, min_insync_replicas=4))
     assert "impossible" not in cluster.admin().list_topics(timeout=10).topics
+
+
+def test_the_group_coordinator_is_the_broker_kafka_names(cluster: Cluster) -> None:
+    """Cluster.group_coordinator agrees with Kafka's FindCoordinator (the broker that answers DescribeGroups) for
+    a group on each broker that leads a __consumer_offsets partition."""
+    topic = new_topic(cluster, "gc", partitions=1)
+    admin = cluster.admin()
+
+    @retry(stop=stop_after_delay(60), wait=wait_fixed(1), reraise=True)
+    def commit(group: str) -> None:  # the first FindCoordinator creates __consumer_offsets, which then elects
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])
+        admin.alter_consumer_group_offsets([request])[group].result(timeout=15)
+
+    commit(f"g-{topic}")
+    leaders = {s.partition: s.leader for s in cluster.partitions(CONSUMER_OFFSETS_TOPIC)}
+    groups: dict[int, str] = {}   # a leader -> a group its partition holds
+    for name in (f"g-{topic}-{i}" for i in range(10_000)):
+        leader = leaders[coordinator_partition(name, len(leaders))]
+        if leader is not None:
+            groups.setdefault(leader, name)
+        if len(groups) == len(set(leaders.values()) - {None}):
+            break
+    assert groups, leaders
+    for group in groups.values():
+        commit(group)
+
+    @retry(stop=stop_after_delay(60), wait=wait_fixed(1), reraise=True)
+    def agree() -> dict[str, int]:  # a leadership that moved meanwhile: both sides settle
+        described = {g: f.result(timeout=15).coordinator.id
+                     for g, f in admin.describe_consumer_groups(sorted(groups.values())).items()}
+        ours = {g: getattr(cluster.group_coordinator(g), "node_id", None) for g in groups.values()}
+        assert described == ours
+        return described
+
+    assert set(agree().values()) == set(groups)
 
 
 def test_produce_consume_and_survive_a_leader_kill(cluster: Cluster) -> None:

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from catalogue.faults import FAULT_KINDS
+from clusters.cluster import (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Cluster, PartitionState,
+                              coordinator_partition, java_hash)
+from clusters.errors import ClusterError
 from faults.base import Fault, FaultError, FaultOptions
 from faults.schedule import SAME, FaultPlan, Nemesis
 from rundir.layout import RunDir
 from workloads.history import History, RunClock
 from faults.partition import PartitionFault, ring_grudges
 from faults.registry import FAULTS
+from faults.targets import choose_targets
 from waiting import eventually
 
 
@@ -128,3 +132,89 @@ def test_brokers_mode_cuts_a_target_from_the_other_brokers_only() -> None:
 def test_a_request_fault_takes_only_broker_targets(kind: str, target: str) -> None:
     with pytest.raises(FaultError, match=f"{kind} hits a node: target must be one of partition-leader, random-broker"):
         FAULTS[kind].check_target(target)
+
+
+# --- coordinator targets: which broker coordinates a transactional id, a consumer group ----------------------
+
+
+@pytest.mark.parametrize("key, java_hash_code, partition", [
+    # String.hashCode() and Utils.abs(hashCode) % 50 as Java 17 computes them
+    ("kchaos-app", 1941196361, 11),
+    ("kchaos-pipeline", -49926278, 28),
+    ("g", 103, 3),
+    ("polygenelubricants", -(1 << 31), 0),   # Integer.MIN_VALUE: Utils.abs maps it to 0, not to itself
+    ("é€", 15587, 37),                       # UTF-16 code units, not UTF-8 bytes
+])
+def test_a_key_lands_on_the_partition_kafkas_partition_for_gives(key: str, java_hash_code: int,
+                                                                 partition: int) -> None:
+    assert java_hash(key) == java_hash_code
+    assert coordinator_partition(key, 50) == partition
+
+
+class Broker:
+    """Stands in for a broker Node: an id, a name, running or not."""
+
+    role = "broker"
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.name = f"broker{node_id}"
+        self.running = True
+
+
+class Logs(Cluster):
+    """A cluster of three brokers whose coordinators' logs (50 partitions, partition p led by broker p % 3 + 1)
+    are only what the test says: no container, no admin client."""
+
+    def __init__(self, topics: tuple[str, ...] = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
+                 leaderless: tuple[int, ...] = ()) -> None:
+        self.nodes = [Broker(i) for i in (1, 2, 3)]  # type: ignore[list-item]
+        self.cluster_id = "fake"
+        self.states = {t: [PartitionState(t, p, None if p in leaderless else p % 3 + 1, (1, 2, 3), (1, 2, 3))
+                           for p in range(50)] for t in topics}
+
+    def partitions(self, topic: str, timeout: float = 10) -> list[PartitionState]:
+        if topic not in self.states:
+            raise ClusterError(f"ZooKeeper has no /brokers/topics/{topic}")
+        return self.states[topic]
+
+
+class GroupMember:
+    """A consumer or pipeline handle as a fault sees it: a group, maybe a transactional id."""
+
+    def __init__(self, group: str | None, transactional_id: str | None = None) -> None:
+        self.group = group
+        self.transactional_id = transactional_id
+
+
+def test_the_group_coordinator_leads_the_groups_consumer_offsets_partition() -> None:
+    cluster = Logs()
+    assert cluster.group_coordinator("kchaos-app").node_id == 11 % 3 + 1  # type: ignore[union-attr]
+    assert cluster.group_coordinator("kchaos-pipeline").node_id == 28 % 3 + 1  # type: ignore[union-attr]
+    assert cluster.transaction_coordinator("kchaos-pipeline").node_id == 28 % 3 + 1  # type: ignore[union-attr]
+    assert Logs(topics=(TRANSACTION_STATE_TOPIC,)).group_coordinator("kchaos-app") is None  # not created yet
+    assert Logs(leaderless=(11,)).group_coordinator("kchaos-app") is None
+    assert Logs(leaderless=(11,)).group_coordinator("kchaos-pipeline").node_id == 2  # type: ignore[union-attr]
+
+
+def test_a_group_coordinator_fault_hits_the_coordinator_of_one_of_its_clients_groups() -> None:
+    # three consumers of one group, a pipeline of another (with a transactional id), a producer of none
+    clients = [GroupMember("kchaos-app"), GroupMember("kchaos-app"), GroupMember("kchaos-app"),
+               GroupMember("kchaos-pipeline", "kchaos-run-pipe0"), GroupMember(None, "kchaos-run-p0")]
+    cluster = Logs()
+    fault = FAULTS["pause"](cluster, "t", random.Random(3), clients=clients)  # type: ignore[arg-type]
+    hit = [n.name for _ in range(40) for n in fault.choose("group-coordinator")]
+    assert len(hit) == 40 and set(hit) == {"broker3", "broker2"}   # kchaos-app: 11 → 3; kchaos-pipeline: 28 → 2
+    assert 10 < hit.count("broker2") < 30   # each group as likely, however many processes it has
+    again = FAULTS["pause"](cluster, "t", random.Random(3), clients=clients)  # type: ignore[arg-type]
+    assert [n.name for _ in range(40) for n in again.choose("group-coordinator")] == hit  # the seed reproduces it
+    assert choose_targets(cluster, "t", "group-coordinator", random.Random(1)) == []   # no group: nothing to hit
+    cluster.nodes[2].running = False  # type: ignore[attr-defined]
+    only = FAULTS["pause"](cluster, "t", random.Random(3), clients=clients[:1])  # type: ignore[arg-type]
+    assert only.choose("group-coordinator") == []   # its coordinator is down: the schedule skips this time
+
+
+def test_both_coordinators_are_node_targets_and_broker_targets_of_the_request_faults() -> None:
+    for kind in ("delay-requests", "drop-responses", "replay-requests", "pause", "kill"):
+        FAULTS[kind].check_target("group-coordinator")
+        FAULTS[kind].check_target("txn-coordinator")

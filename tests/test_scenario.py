@@ -83,6 +83,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("faults: [{kind: client-crash, target: pipeline}]", "faults.0: target pipeline, but the workload has no pipeline"),
     ("faults: [{kind: pause, target: txn-coordinator}]",
      "faults.0: target txn-coordinator, but the workload has no transactions"),
+    ("workload: {consumers: {count: 0}}\nfaults: [{kind: pause, target: group-coordinator}]",
+     "faults.0: target group-coordinator, but the workload has no consumer group (no consumers, no pipeline)"),
+    ("workload: {consumers: {count: 0}}\nfaults: [{kind: partition, duration_s: 20, then: {kind: pause, "
+     "target: group-coordinator}}]", "faults.0.then: target group-coordinator, but the workload has no consumer group"),
     ("workload: {pipeline: {config: {session.timeout.msec: 6000}}}", "workload.pipeline.config.session.timeout.msec"),
     ("workload: {client: jvm}", "workload.client: Input should be 'librdkafka' or 'java'"),
     ("workload: {client: java, producers: {config: {lingr.ms: 5}}}",
@@ -113,6 +117,13 @@ def test_bad_scenarios_get_one_line(tmp_path: Path, text: str, message: str) -> 
         load_scenario(write(tmp_path, text))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("workload", ["{}", "{consumers: {count: 0}, pipeline: {}}"], ids=["consumers", "pipeline"])
+def test_a_group_coordinator_target_needs_a_consumer_group_of_either_role(tmp_path: Path, workload: str) -> None:
+    text = (f"workload: {workload}\nfaults: [{{kind: pause, target: group-coordinator}},\n"
+            "         {kind: delay-requests, target: group-coordinator, options: {apis: OffsetCommit}}]")
+    assert [f.target for f in load_scenario(write(tmp_path, text)).faults] == ["group-coordinator"] * 2
 
 
 def test_a_request_level_fault_puts_the_request_path_in_the_cluster(tmp_path: Path) -> None:

@@ -30,9 +30,9 @@ FAULT_NOUNS = {k.name: k.noun for k in FAULT_KINDS.values()}
 # shown as problems: every anomaly but those only counted
 FLAGGED = frozenset(a.name for a in ANOMALY_LIST if a.flagged)
 TARGET_WORDS = {"partition-leader": "leader", "controller": "controller", "txn-coordinator": "coordinator",
-                "random-broker": "broker", "random-node": "node", "majority-brokers": "majority",
-                "all-brokers": "whole-cluster", "producer": "producer", "consumer": "consumer",
-                "pipeline": "pipeline", "random-client": "client"}
+                "group-coordinator": "group coordinator", "random-broker": "broker", "random-node": "node",
+                "majority-brokers": "majority", "all-brokers": "whole-cluster", "producer": "producer",
+                "consumer": "consumer", "pipeline": "pipeline", "random-client": "client"}
 
 
 def percent(n: Any, d: Any) -> str:
