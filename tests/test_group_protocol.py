@@ -10,7 +10,7 @@ import pytest
 from catalogue.exits import HarnessError
 from harness.scenario import Scenario, load_scenario
 
-KRAFT_4 = "cluster: {kafka_version: 4.0.2, metadata: kraft}\n"
+KRAFT_4 = "cluster: {kafka_version: 4.3.1, metadata: kraft}\n"  # the 4.x release make setup prepares
 
 
 def load(tmp_path: Path, text: str, overrides: list[str] = ()) -> Scenario:  # type: ignore[assignment]
@@ -42,7 +42,7 @@ def test_the_setting_reaches_every_consumer_and_pipeline_process_of_either_clien
     assert w.consumer_config == {"auto.commit.interval.ms": 100}
 
 
-@pytest.mark.parametrize("cluster", ["{}", "{metadata: kraft}", "{kafka_version: 4.0.2, metadata: kraft}"])
+@pytest.mark.parametrize("cluster", ["{}", "{metadata: kraft}", "{kafka_version: 4.3.1, metadata: kraft}"])
 @pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_classic_is_accepted_on_every_cluster_and_client_with_the_classic_settings(tmp_path: Path, cluster: str,
                                                                                    client: str) -> None:
