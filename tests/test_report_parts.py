@@ -15,6 +15,7 @@ from rundir.layout import RunDir
 from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
 from verdicts.matrix import clients_text, fault_column, settings_lines
 from verdicts.report import NS
+from verdicts.report.examples import describe_examples
 from verdicts.report.figure import latency_title, rate_ceiling, timeline_figure
 from verdicts.report.headline import anticipated, headline, percent
 from verdicts.report.latency import Points, decode, encode, new_points
@@ -344,3 +345,15 @@ def test_the_page_draws_the_release_row_from_events_jsonl(tmp_path: Path) -> Non
     (tmp_path / "history" / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines[:2]))
     page = write_report(RunDir(tmp_path), results, None, assess(None, results)).read_text()
     assert "Kafka release per node" not in page and "no node-version lines" in page
+
+
+def test_a_poll_example_says_where_the_consumer_was_and_where_it_read_next() -> None:
+    reads = [{"consumer": "c1", "group": "g", "phase": "live", "topic": "t", "partition": 0, "offset": o,
+              "producer": "p0", "seq": o, "time_ns": t * NS, "assignment": 1} for o, t in ((1, 4), (3, 5))]
+    results = {"counts": {"poll_skipped": 1}, "examples": {"poll_skipped": [
+        {"consumer": "c1", "topic": "t", "partition": 0, "previous_offset": 1, "offset": 3, "reads": reads}]}}
+    [section] = describe_examples(results, [{"fault": "kill", "targets": ["broker1"], "start_ns": 2 * NS,
+                                             "end_ns": 9 * NS}])
+    [row] = section["rows"]
+    assert (section["name"], row["what"], len(row["reads"])) == ("poll_skipped", "c1 on t-0: offset 3 after 1", 2)
+    assert row["detail"] == "during fault 1 (kill broker1), 3.00 s in"

@@ -56,6 +56,11 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
                           f"{ex.get('high_watermark')} for {ex.get('stuck_ms', 0) / 1000:.1f} s, from "
                           f"{seconds_text(ex.get('from_ns'))}{f' ({context})' if context else ''} to "
                           f"{seconds_text(ex.get('to_ns'))}")
+            elif "consumer" in ex:  # a consumer's reads out of sequence (poll_*): where it was, where it read next
+                what = (f"{ex.get('consumer')} on {ex.get('topic')}-{ex.get('partition')}: offset {ex.get('offset')} "
+                        f"after {ex.get('previous_offset')}")
+                last = [r["time_ns"] for r in ex.get("reads") or [] if isinstance(r.get("time_ns"), int)]
+                detail = fault_context(last[-1] if last else None, faults)
             elif "offset" in ex and "partition" in ex:  # a position (divergent, foreign unexpected)
                 what = f"{ex.get('topic')}-{ex.get('partition')} @ offset {ex.get('offset')}"
                 if not ex.get("send"):  # two reads disagree: when the first was made
