@@ -72,6 +72,11 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               "place when healed", ("crash", "crashes"), "#00897b",
               proves="each victim's process is gone; healing checks that its replacement runs",
               stops_process=True, restarts=True),
+    FaultKind("client-pause", "client", "SIGSTOP a producer, consumer or pipeline process (every thread: its "
+              "client's heartbeats too); SIGCONT it when healed, and the same process goes on",
+              ("client pause", "client pauses"), "#5e35b1",
+              proves="each victim's process reads as stopped in /proc; healing checks that it runs again",
+              stops_process=True, restarts=False),
     FaultKind("delay-requests", "node", "hold requests of chosen Kafka APIs from chosen clients to the broker, "
               "then deliver them late on their own connection while new connections pass",
               ("request delay", "request delays"), "#c0ca33",

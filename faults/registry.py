@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from faults.base import Fault
 from faults.client_crash import ClientCrashFault
+from faults.client_pause import ClientPauseFault
 from faults.delay_requests import DelayRequestsFault
 from faults.disk_full import DiskFullFault
 from faults.drop_responses import DropResponsesFault
@@ -18,6 +19,6 @@ from faults.slow_network import SlowNetworkFault
 
 FAULTS: dict[str, type[Fault]] = {
     f.kind: f for f in (KillFault, PauseFault, PartitionFault, PowerLossFault, SlowNetworkFault, DiskFullFault,
-                        ClientCrashFault, DelayRequestsFault, DropResponsesFault, ReplayRequestsFault,
+                        ClientCrashFault, ClientPauseFault, DelayRequestsFault, DropResponsesFault, ReplayRequestsFault,
                         LossyNetworkFault, RollingRestartFault, RollingUpgradeFault)
 }

@@ -30,7 +30,8 @@ from waiting import wait_for
 
 
 class FakeClient:
-    """A Client with no process: kill and restart flip ``running``; ``stubborn`` survives SIGKILL."""
+    """A Client with no process: kill and restart flip ``running``, freeze and thaw ``frozen``; ``stubborn``
+    survives SIGKILL and SIGSTOP."""
 
     def __init__(self, name: str, role: str, stubborn: bool = False) -> None:
         self.base = name
@@ -40,6 +41,7 @@ class FakeClient:
         self.pid: int | None = 100
         self.stubborn = stubborn
         self.restarts = 0
+        self.frozen = False
 
     def kill(self) -> None:
         self.running = self.stubborn
@@ -48,6 +50,12 @@ class FakeClient:
         self.restarts += 1
         self.name = f"{self.base}.{self.restarts}"
         self.running = True
+
+    def freeze(self) -> None:
+        self.frozen = not self.stubborn
+
+    def thaw(self) -> None:
+        self.frozen = False
 
 
 def clients() -> list[FakeClient]:
@@ -267,3 +275,30 @@ def test_a_consumer_killed_while_processing_skips_or_rereads_its_batch(cluster: 
     events = jsonl(tmp_path / "history" / "events.jsonl")
     committed = {e["partition"]: e["offset"] for e in events if e["kind"] == "committed"}
     assert committed == {e["partition"]: e["high_watermark"] for e in events if e["kind"] == "final-read"}
+
+
+def test_client_pause_freezes_and_thaws_and_says_when_it_did_not() -> None:
+    fault = FAULTS["client-pause"](None, "t", random.Random(1), clients=clients())  # type: ignore[arg-type]
+    [consumer] = fault.choose("consumer")
+    assert fault.apply([consumer]) == "SIGSTOP c0 (pid 100)" and consumer.frozen  # type: ignore[attr-defined]
+    fault.heal([consumer])
+    assert not consumer.frozen and consumer.name == "c0"  # type: ignore[attr-defined]  # the same process goes on
+    with pytest.raises(FaultError, match="client-pause did not take effect: c9 not stopped"):
+        fault.apply([FakeClient("c9", "consumer", stubborn=True)])  # type: ignore[list-item]
+
+
+def test_a_frozen_process_is_stopped_in_proc_until_thawed(tmp_path: Path) -> None:
+    """freeze and thaw on a real consumer process (its Kafka client needs no broker to start)."""
+    history = History(RunDir(tmp_path), RunClock())
+    consumer = ConsumerClient("c0", "nowhere:9092", "t", "g", "manual", {}, history.reads, history.clock)
+    try:
+        consumer.start()
+        consumer.wait_started()
+        fault = FAULTS["client-pause"](None, "t", random.Random(1), clients=[consumer])  # type: ignore[arg-type]
+        fault.apply([consumer])
+        assert consumer.frozen and consumer.running
+        fault.heal([consumer])
+        assert not consumer.frozen and consumer.running
+    finally:
+        consumer.abort()
+        history.close()

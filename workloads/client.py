@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -96,6 +97,16 @@ class Client(Protocol):
     def restart(self) -> None:
         """Start a new process in its place and wait until its Kafka client is up."""
 
+    def freeze(self) -> None:
+        """SIGSTOP the process: every thread of it, its Kafka client's too, runs nothing until ``thaw``."""
+
+    def thaw(self) -> None:
+        """SIGCONT a frozen process."""
+
+    @property
+    def frozen(self) -> bool:
+        """The process is stopped by a signal (what ``freeze`` asked for has happened)."""
+
 
 def widen_pipe(pipe: IO[bytes] | None) -> None:
     """A 1 MiB pipe: a process never waits for a harness busy writing history, or off the CPU a moment."""
@@ -172,6 +183,30 @@ class ClientProcess(ABC):
                 proc.kill()
             proc.wait()
             self._join(proc)
+
+    def freeze(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with self._lock:
+            if self.running:
+                assert self._proc is not None
+                os.kill(self._proc.pid, sig)
+
+    @property
+    def frozen(self) -> bool:
+        """/proc says the process is stopped (state T); a process that is gone is not."""
+        pid = self.pid
+        if pid is None or not self.running:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")  # after the name, which may hold spaces
 
     def restart(self) -> None:
         with self._lock:
