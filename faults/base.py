@@ -190,3 +190,12 @@ class ClientFault(Fault[Client]):
 
     def choose(self, target: str) -> list[Client]:
         return choose_clients(self.clients, target, self.rng)
+
+    @staticmethod
+    def signal(clients: list[Client], method: str, name: str) -> str:
+        """Call each client's ``method`` (kill, freeze, thaw); the detail line: the signal ``name`` it sends and
+        each process's pid."""
+        pids = {c.name: c.pid for c in clients}
+        for client in clients:
+            getattr(client, method)()
+        return f"{name} " + ", ".join(f"{process} (pid {pid})" for process, pid in pids.items())

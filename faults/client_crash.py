@@ -19,13 +19,11 @@ class ClientCrashFault(ClientFault):
     kind = "client-crash"
 
     def apply(self, clients: list[Client]) -> str:
-        pids = {c.name: c.pid for c in clients}
-        for client in clients:
-            client.kill()
+        detail = self.signal(clients, "kill", "SIGKILL")
         alive = [c.name for c in clients if c.running]
         if alive:
             raise FaultError(f"client-crash did not take effect: {', '.join(alive)} still running")
-        return "SIGKILL " + ", ".join(f"{name} (pid {pid})" for name, pid in pids.items())
+        return detail
 
     def heal(self, clients: list[Client]) -> None:
         try:

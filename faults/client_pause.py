@@ -31,17 +31,14 @@ class ClientPauseFault(ClientFault):
     kind = "client-pause"
 
     def apply(self, clients: list[Client]) -> str:
-        pids = {c.name: c.pid for c in clients}
-        for client in clients:
-            client.freeze()
+        detail = self.signal(clients, "freeze", "SIGSTOP")
         running = not_yet(clients, frozen=True)
         if running:
             raise FaultError(f"client-pause did not take effect: {', '.join(running)} not stopped")
-        return "SIGSTOP " + ", ".join(f"{name} (pid {pid})" for name, pid in pids.items())
+        return detail
 
     def heal(self, clients: list[Client]) -> None:
-        for client in clients:
-            client.thaw()
+        self.signal(clients, "thaw", "SIGCONT")
         stopped = not_yet(clients, frozen=False)
         if stopped:
             raise FaultError(f"client-pause could not thaw {', '.join(stopped)}")
