@@ -31,6 +31,8 @@ from checkers.history import FINAL, OK, Read, Send
 POLL_ANOMALY = {(True, True): "poll_skipped", (False, True): "poll_nonmonotonic",
                 (True, False): "poll_skipped_rebalance", (False, False): "poll_nonmonotonic_rebalance"}
 POLL_ANOMALIES = tuple(POLL_ANOMALY.values())
+SEND_ANOMALY = "send_nonmonotonic"
+SEQUENCE_ANOMALIES = (SEND_ANOMALY, *POLL_ANOMALIES)  # every anomaly judged here
 
 Part = tuple[str, int]
 
@@ -64,20 +66,24 @@ def visible_kind(read: Read, committed_read_back: bool) -> bool:
     return read.committed and committed_read_back
 
 
-def poll_findings(reads: Iterable[Read], committed_read_back: bool) -> list[PollFinding]:
-    """Every broken pair of successive live reads, per consumer process and partition, in reads.jsonl order."""
-    reads = list(reads) if not isinstance(reads, list) else reads
-    visible = visible_offsets(reads)
+def poll_findings(reads: list[Read], committed_read_back: bool) -> list[PollFinding]:
+    """Every broken pair of successive live reads, per consumer process and partition, in reads.jsonl order.
+
+    The final reads are indexed only when some pair jumps ahead: a run without consumers, or whose consumers
+    read every partition in order, never needs them."""
     last: dict[tuple[str, str, int], Read] = {}
-    found: list[PollFinding] = []
+    broken: list[tuple[Read, Read]] = []  # (the read before, the read that did not follow it)
     for r in reads:
         if r.phase == FINAL:
             continue
         key = (r.consumer, r.topic, r.partition)
         before = last.get(key)
         last[key] = r
-        if before is None or r.offset == before.offset + 1:
-            continue
+        if before is not None and r.offset != before.offset + 1:
+            broken.append((before, r))
+    visible = visible_offsets(reads) if any(r.offset > before.offset for before, r in broken) else {}
+    found: list[PollFinding] = []
+    for before, r in broken:
         same = r.assignment is not None and r.assignment == before.assignment
         if r.offset <= before.offset:
             found.append(finding(POLL_ANOMALY[(False, same)], before, r))

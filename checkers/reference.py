@@ -48,7 +48,7 @@ from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
-from checkers.polls import POLL_ANOMALIES, PollFinding, nonmonotonic_sends, poll_findings
+from checkers.polls import POLL_ANOMALIES, SEND_ANOMALY, PollFinding, nonmonotonic_sends, poll_findings
 from checkers.breakdown import breakdown_document, charged_entries, fault_rows, partition_rows, ranged_counts
 from checkers.series import entries_per_second, second_of, series_document
 from rundir.documents import committed_offsets, fault_windows, final_read_completeness, pipelines, read_scenario
@@ -217,7 +217,7 @@ class Judge:
                 self.found.messages["aborted_read"].add(msg)
         self.judge_reads()
         self.judge_order()
-        self.found.messages["send_nonmonotonic"] = nonmonotonic_sends(self.history_sends)
+        self.found.messages[SEND_ANOMALY] = nonmonotonic_sends(self.history_sends)
         self.judge_groups()
         self.found.polls = poll_findings(self.history_reads, committed_read_back=bool(self.complete_committed))
         self.judge_transactions()

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from catalogue.anomalies import ANOMALIES, COUNTS
 from checkers.anomalies import (Promises, judgement_notes, promises_from_scenario, repeated_sends_note,
                                 results_document, transaction_notes)
-from checkers.polls import POLL_ANOMALIES
+from checkers.polls import SEND_ANOMALY, SEQUENCE_ANOMALIES
 from checkers.reference import hanging_partitions
 from checkers.series import series_document
 from rundir.documents import fault_windows, pipelines, read_scenario
@@ -75,7 +75,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CHECKER = "spark"
-SEQUENCE_ANOMALIES = ("send_nonmonotonic", *POLL_ANOMALIES)  # polls.py's
 # the counts of transaction_table's aggregates (TXN_METRICS' ``... AS <count>``)
 TXN_COUNTS = tuple(metric.rsplit(" AS ", 1)[1] for metric in TXN_METRICS)
 INPUT_FORMATS = ("parquet", "json")
@@ -257,7 +256,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
                                              names) if pc.reads_live else ({}, {})
 
         counts = spark_counts(mc, pc, tc, out_of_order, hanging, promises,
-                              {"send_nonmonotonic": 0 if backwards is None else backwards.count(), **polls})
+                              {SEND_ANOMALY: 0 if backwards is None else backwards.count(), **polls})
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
         # incomplete_partitions); with repeated send lines the winning ones decide, from the message table; and
@@ -285,7 +284,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
 
         if any(counts[a] for a in ANOMALIES):
             chosen = ex.smallest(ex.candidates(messages, positions, reordered if promises.ordered and out_of_order
-                                               else None, backwards if counts["send_nonmonotonic"] else None))
+                                               else None, backwards if counts[SEND_ANOMALY] else None))
             examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
             examples["torn_transaction"] = ex.torn_examples(spark, torn, members, missing, names)
             examples["hanging_transaction"] = [hanging[p] for p in heapq.nsmallest(ex.MAX_EXAMPLES, hanging)]

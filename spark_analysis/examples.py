@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalogue.anomalies import ANOMALIES
 from rundir.lines import parse_json_line
+from checkers.polls import SEND_ANOMALY
 from checkers.reference import MAX_EXAMPLE_READS, MAX_EXAMPLES
 
 from spark_analysis.encode import FAIL, Names, literal_table, sql_in
@@ -61,7 +62,7 @@ def candidates(messages: "DataFrame", positions: "DataFrame", reordered: "DataFr
     ).selectExpr("anomaly", "1 AS kind", "tid AS s1", "`partition` AS n1", "CAST(NULL AS INT) AS s2",
                  "`offset` AS n2", "CAST(NULL AS BIGINT) AS send_key")
     found = msg.unionByName(pos)
-    for anomaly, rows in (("reordered", reordered), ("send_nonmonotonic", backwards)):  # (pid, seq, send_key) rows
+    for anomaly, rows in (("reordered", reordered), (SEND_ANOMALY, backwards)):  # (pid, seq, send_key) rows
         if rows is not None:
             found = found.unionByName(rows.selectExpr(
                 f"'{anomaly}' AS anomaly", "0 AS kind", "pid AS s1", "seq AS n1", "CAST(NULL AS INT) AS s2",

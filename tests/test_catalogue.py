@@ -24,7 +24,8 @@ from faults.partition import PartitionFault
 from faults.registry import FAULTS
 from faults.targets import CLIENT_TARGETS
 from harness.scenario import load_scenario
-from spark_analysis.checker import SEQUENCE_ANOMALIES, TXN_COUNTS, spark_counts
+from checkers.polls import SEND_ANOMALY, SEQUENCE_ANOMALIES
+from spark_analysis.checker import TXN_COUNTS, spark_counts
 from spark_analysis.polls import ANOMALY_SQL
 from spark_analysis.judge import (FLAGS, TXN_METRICS, Pipeline, PositionCounts, Scope, message_counts, message_metrics,
                                   position_metrics)
@@ -78,7 +79,7 @@ def test_every_anomaly_is_an_aggregate_of_the_spark_checker() -> None:
     txn_row = aliases(TXN_METRICS)
     assert set(TXN_COUNTS) == set(txn_row)
     # the sequences' counts, by the names spark_analysis/polls.py's SQL gives its findings
-    sequences = {name: 1 for name in SEQUENCE_ANOMALIES if f"'{name}'" in ANOMALY_SQL or name == "send_nonmonotonic"}
+    sequences = {name: 1 for name in SEQUENCE_ANOMALIES if f"'{name}'" in ANOMALY_SQL or name == SEND_ANOMALY}
     counts = spark_counts(mc, pc, {name: txn_row[name] for name in TXN_COUNTS}, out_of_order=7,
                           hanging={("t", 0): {}, ("t", 1): {}}, promises=Promises(idempotent=True, ordered=True),
                           sequences=sequences)

@@ -165,12 +165,11 @@ class ReadLines:
                  assignment: int | None = None) -> None:
         """``assignment``: a live reader's assignment number (``reassigned`` changes it)."""
         self.consumer, self.group, self.phase, self.topic, self.isolation = consumer, group, phase, topic, isolation
-        self.assignment = assignment
-        self.line = read_line(consumer, group, phase, topic, isolation, b"%d", assignment=assignment)
+        self.reassigned(assignment)
         self.producers: dict[bytes, bytes] = {}  # a run has a handful: each is JSON-encoded once
 
-    def reassigned(self, assignment: int) -> None:
-        """Later lines carry this assignment number."""
+    def reassigned(self, assignment: int | None) -> None:
+        """Later lines carry this assignment number (None: none, a reader outside any group)."""
         self.assignment = assignment
         self.line = read_line(self.consumer, self.group, self.phase, self.topic, self.isolation, b"%d",
                               assignment=assignment)
