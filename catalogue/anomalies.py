@@ -98,6 +98,38 @@ ANOMALY_LIST = (
             "before it for the same producer and partition (counted per message)", VIOLATION, lead=14,
             verb="acknowledged {n} of {d} writes below an offset their producer had been acknowledged before",
             denominator=ACKED),
+    Anomaly("share_lost", "an acknowledged write in the read_uncommitted final read that no member of the share group "
+            "was ever given (counted per record)", VIOLATION, role="share_consumers", unverified=UNBOUNDED, lead=15,
+            verb="never gave {n} of {d} acknowledged records to the share group", denominator=ACKED),
+    Anomaly("share_unsettled", "a record of the final read that members were given but never settled (no ACCEPT or "
+            "REJECT reported done, fewer deliveries than the limit), at or above its partition's share-partition "
+            "start offset once the members stopped: the brokers had not settled it either (counted per record)",
+            VIOLATION, role="share_consumers", unverified=UNBOUNDED, lead=16,
+            verb="left {n} of {d} acknowledged records unsettled in the share group", denominator=ACKED),
+    Anomaly("share_redelivered_after_accept", "a record given to a member again after an ACCEPT or REJECT of an "
+            "earlier delivery that the client reported done (counted per record)", VIOLATION,
+            role="share_consumers", lead=17, verb="gave {n} records out again after the share group accepted them",
+            denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_over_delivered", "a record given to members more times than the share group's delivery limit, "
+            "by its delivery count or by the deliveries seen (counted per record)", VIOLATION,
+            role="share_consumers", lead=18, verb="gave {n} records out more often than the delivery limit",
+            denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_redelivered_released", "a delivery after a RELEASE of the delivery before it, reported done: "
+            "counted, not a violation", COUNTED, role="share_consumers", summary=None,
+            denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_redelivered_failed_ack", "a delivery after an acknowledgement of the delivery before it that "
+            "the client reported failed or never answered: counted, not a violation", COUNTED,
+            role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_redelivered_expired", "a delivery after one that was never acknowledged (its member crashed or "
+            "stalled past its acquisition lock): counted, not a violation", COUNTED, role="share_consumers",
+            summary=None, denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_archived", "a record whose last delivery was at the delivery limit and not accepted or rejected: "
+            "archived by the brokers, never delivered again (counted, not a violation)", COUNTED,
+            role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_settled_unseen", "a record members were given but never settled, below its partition's "
+            "share-partition start offset once the members stopped: the brokers settled it in a delivery no member "
+            "reported (counted, not a violation)", COUNTED, role="share_consumers", summary=None,
+            denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("unknown", "sends of status unknown (may or may not have been written): found or not found, reported "
             "with their counts, never called lost", COUNTED, summary=None, denominator=(("sent",), "sends")),
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",
@@ -131,7 +163,9 @@ EXTRA_COUNTS = ("unknown_found", "unknown_not_found", "lost_unverifiable")
 # transactions by outcome (txns.jsonl; one with sends but no line is unknown), and pipeline inputs not judged:
 # not yet processed (at or above the pipeline's committed offset), or the output's read-back was incomplete
 TXN_COUNTS = ("txns_committed", "txns_aborted", "txns_unknown", "pipeline_unprocessed", "pipeline_unverifiable")
-COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS
+# a share group's deliveries (shares.jsonl), over every member
+SHARE_COUNTS = ("share_deliveries",)
+COUNTS = TALLIES + ANOMALIES + EXTRA_COUNTS + TXN_COUNTS + SHARE_COUNTS
 # what a tally is a share of, for the report
 TALLY_DENOMINATORS: dict[str, tuple[tuple[str, ...], str]] = {
     "acked": (("sent",), "sends"), "failed": (("sent",), "sends"),

@@ -68,12 +68,12 @@ FAULT_KINDS: dict[str, FaultKind] = {k.name: k for k in (
               "restarted when healed", ("full disk", "full disks"), "#546e7a",
               proves="the data file system's free bytes read back within 1 MiB of leave_bytes",
               stops_process=True, restarts=True),
-    FaultKind("client-crash", "client", "SIGKILL a producer, consumer or pipeline process; a new one takes its "
-              "place when healed", ("crash", "crashes"), "#00897b",
+    FaultKind("client-crash", "client", "SIGKILL a producer, consumer, pipeline or share consumer process; a new "
+              "one takes its place when healed", ("crash", "crashes"), "#00897b",
               proves="each victim's process is gone; healing checks that its replacement runs",
               stops_process=True, restarts=True),
-    FaultKind("client-pause", "client", "SIGSTOP a producer, consumer or pipeline process (every thread: its "
-              "client's heartbeats too); SIGCONT it when healed, and the same process goes on",
+    FaultKind("client-pause", "client", "SIGSTOP a producer, consumer, pipeline or share consumer process "
+              "(every thread: its client's heartbeats too); SIGCONT it when healed, and the same process goes on",
               ("client pause", "client pauses"), "#5e35b1",
               proves="each victim's process reads as stopped in /proc; healing checks that it runs again",
               stops_process=True, restarts=False),

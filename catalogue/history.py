@@ -33,6 +33,18 @@ LIVE_READ_FIELDS = ("assignment",)
 READ_PHASES = ("live", "final")
 ISOLATIONS = ("read_committed", "read_uncommitted")
 
+# shares.jsonl (share groups, KIP-932): one line per delivery of a record to a member, and one per acknowledgement
+# its client reported the result of; ``kind`` names which. ``delivery`` is the broker's delivery count (1 at the
+# first), and a delivery and its acknowledgement share (member, topic, partition, offset, delivery)
+SHARE_FIELDS: dict[str, tuple[str, ...]] = {
+    "delivered": ("member", "group", "topic", "partition", "offset", "producer", "seq", "delivery", "time_ns"),
+    # result: ok (the client reported it done), fail (it reported an error: ``error``), unknown (no word on it)
+    "acknowledged": ("member", "group", "topic", "partition", "offset", "delivery", "ack", "result", "error",
+                     "time_ns"),
+}
+SHARE_ACKS = ("accept", "release", "reject")
+SHARE_RESULTS = SEND_STATUSES
+
 TXN_FIELDS = ("producer", "txn", "outcome", "intent", "error", "invoke_ns", "complete_ns", "begin_ns")
 TXN_OUTCOMES = ("committed", "aborted", "unknown")
 # what the application asked for; null: it never asked; the field absent: not known
@@ -50,6 +62,12 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # harness's own (role harness) its Python binding
     "client": ("client", "version", "binding", "process", "role", "settings", "time_ns"),
     "pipeline": ("group", "input_topic", "output_topic", "time_ns"),
+    # a share group the run's share consumers joined, with the group settings the checker judges by: how many
+    # deliveries a record gets before it is archived, and how long a member holds an acquired record
+    "share-group": ("group", "topic", "delivery_limit", "lock_ms", "time_ns"),
+    # what the brokers said of the share group per partition once its members had stopped: every record below
+    # start_offset is acknowledged or archived; lag: how many from there to the end are not (null: not said)
+    "share-offsets": ("group", "topic", "partition", "start_offset", "lag", "time_ns"),
     # a consumer process's partitions changed (a rebalance callback with partitions): ``assignment`` is the
     # process's count of such changes after this one, the number its later live reads carry
     "assignment": ("process", "group", "topic", "assignment", "change", "partitions", "time_ns"),
@@ -85,6 +103,8 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "P": ("count", "poll_ns"),
     "A": ("assignment", "change", "partitions", "time_ns"),
     "R": ("partition", "offset", "producer", "seq", "time_ns"),
+    "V": ("partition", "offset", "producer", "seq", "delivery", "time_ns"),
+    "Q": ("partition", "offset", "delivery", "ack", "result", "time_ns", "error"),
     "F": ("partition", "position"),
     "D": (),
     "E": (),

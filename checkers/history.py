@@ -1,4 +1,5 @@
-"""Read a run's history (history/sends.jsonl, reads.jsonl, events.jsonl) for the checkers.
+"""Read a run's history (history/sends.jsonl, reads.jsonl, events.jsonl, and txns.jsonl and shares.jsonl where
+the run wrote them) for the checkers.
 
 A history of a million sends and two million reads must fit in memory, so a
 send or read line is kept as a small named tuple of the fields the checker
@@ -26,8 +27,9 @@ from typing import Any, NamedTuple
 
 from catalogue.history import SEND_STATUS_ALIASES, SEND_STATUSES as STATUS_NAMES
 from checkers.anomalies import CUT_SHORT_NOTE
+from checkers.shares import parse_share
 from rundir.documents import read_events
-from rundir.layout import READS, SENDS, TXNS, require_history
+from rundir.layout import READS, SENDS, SHARES, TXNS, require_history
 from rundir.lines import (ISOLATIONS, READ_COMMITTED, READ_UNCOMMITTED, BadLine, choice_of, field_of, lines_at,
                           read_jsonl)
 
@@ -112,6 +114,7 @@ class History:
     notes: list[str] = field(default_factory=list)
     directory: Path | None = None
     txns: list[Txn] = field(default_factory=list)  # empty outside transactional workloads
+    shares: list[Any] = field(default_factory=list)  # shares.jsonl's lines (checkers/shares.py's ShareLine)
 
     @property
     def cut_short(self) -> bool:
@@ -178,7 +181,10 @@ def read_history(history_dir: Path) -> History:
         events = read_events(history_dir, notes)
         txns_path = history_dir / TXNS
         txns = read_jsonl(txns_path, f"{label}/{TXNS}", parse_txn, notes) if txns_path.is_file() else []
-        history = History(sends=sends, reads=reads, events=events, notes=notes, directory=history_dir, txns=txns)
+        shares_path = history_dir / SHARES
+        shares = read_jsonl(shares_path, f"{label}/{SHARES}", parse_share, notes) if shares_path.is_file() else []
+        history = History(sends=sends, reads=reads, events=events, notes=notes, directory=history_dir, txns=txns,
+                          shares=shares)
         if history.cut_short:
             notes.append(CUT_SHORT_NOTE)
         return history

@@ -48,6 +48,7 @@ from checkers.anomalies import (ANOMALIES, COUNTS, Promises, RangeEntry, anomaly
                                 promises_from_scenario, repeated_sends_note, results_document, transaction_notes)
 from checkers.history import (ABORTED, COMMITTED, FAIL, FINAL, INTENT_UNKNOWN, OK, UNKNOWN, History, Read, Send, Txn,
                               paused_gc, read_history)
+from checkers.shares import SHARE_ANOMALIES, SHARE_TALLY, ShareFindings, share_examples, share_findings
 from checkers.polls import POLL_ANOMALIES, SEND_ANOMALY, PollFinding, nonmonotonic_sends, poll_findings
 from checkers.breakdown import breakdown_document, charged_entries, fault_rows, partition_rows, ranged_counts
 from checkers.series import entries_per_second, second_of, series_document
@@ -173,6 +174,7 @@ class Findings:
     pipeline_unprocessed: int = 0
     pipeline_unverifiable: int = 0
     polls: list[PollFinding] = field(default_factory=list)  # every poll anomaly's findings, in reads.jsonl order
+    shares: ShareFindings | None = None  # the share group's (checkers/shares.py)
 
     def count(self, anomaly: str) -> int:
         if anomaly == "torn_transaction":
@@ -181,6 +183,8 @@ class Findings:
             return len(self.hanging)
         if anomaly in POLL_ANOMALIES:
             return sum(1 for f in self.polls if f.anomaly == anomaly)
+        if anomaly in SHARE_ANOMALIES:
+            return 0 if self.shares is None else self.shares.count(anomaly)
         return len(self.messages[anomaly]) + len(self.positions[anomaly])
 
 
@@ -192,6 +196,7 @@ class Judge:
         self.notes = notes
         self.sends = winning_sends(history.sends, notes)
         self.history_sends, self.history_reads = history.sends, history.reads  # every line, in file order
+        self.shares = history.shares
         self.reads = index_reads(history.reads)
         self.complete = final_read_completeness(history.events)
         self.complete_committed = final_read_completeness(history.events, committed=True)
@@ -223,7 +228,16 @@ class Judge:
         self.judge_transactions()
         self.judge_pipelines()
         self.found.hanging = hanging_partitions(self.events, self.promises.hanging_after_ms)
+        self.found.shares = share_findings(self.shares, self.events, self.final_records(),
+                                           {m for m, s in self.sends.items() if s.status == OK}, self.complete)
         return self.found
+
+    def final_records(self) -> dict[Pos, tuple[str | None, int | None]]:
+        """What the read_uncommitted final read found at each position (a share group's view of the log)."""
+        if not self.shares:
+            return {}
+        return {(r.topic, r.partition, r.offset): (r.producer, r.seq) for r in self.history_reads
+                if r.phase == FINAL and not r.committed}
 
     def outcome(self, send: Send) -> str:
         return self.txns[(send.producer, send.txn)].outcome  # type: ignore[index]
@@ -484,6 +498,7 @@ def tally(history: History, judge: Judge, found: Findings) -> dict[str, int]:
         **transaction_counts(judge.txns.values()),
         "pipeline_unprocessed": found.pipeline_unprocessed,
         "pipeline_unverifiable": found.pipeline_unverifiable,
+        SHARE_TALLY: 0 if found.shares is None else found.shares.deliveries,
     }
     assert tuple(counts) == COUNTS
     return counts
@@ -660,6 +675,7 @@ def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[
     found_examples["hanging_transaction"] = [found.hanging[part]
                                              for part in heapq.nsmallest(MAX_EXAMPLES, found.hanging)]
     found_examples |= poll_examples(history, found.polls)
+    found_examples |= share_examples(found.shares, history.shares, judge.final_records(), MAX_EXAMPLES)
     return {a: found_examples[a] for a in ANOMALIES}
 
 

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from clusters.image import CACHE_DIR, filled_in_place, recipe_digest, tool_failure
+from clusters.kafka_versions import kafka_release
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 JAVA_DIR = Path(__file__).resolve().parent.parent / "workloads" / "java"
 POM = JAVA_DIR / "pom.xml"
 SOURCES = JAVA_DIR / "src" / "main" / "java"
+# the share consumer's sources: compiled only against kafka-clients that have KafkaShareConsumer (4.1 on; kchaos
+# runs the role on 4.2 and later, where share groups are generally available)
+SHARE_SOURCES = JAVA_DIR / "src" / "share" / "java"
+SHARE_CLIENTS = (4, 1)
 BUILD_DIR = CACHE_DIR / "java-workload"
 # class data sharing for a faster start; a modest heap and the serial collector: a workload process is one of
 # several on a 2-core machine next to the brokers, and must not take a quarter of RAM by default
@@ -38,9 +43,12 @@ class JavaBuildError(RuntimeError):
     """The Java program could not be built: a build tool missing, Maven or javac failed (one line)."""
 
 
-def source_files() -> list[Path]:
-    """Every Java source of the program, sorted by name (the digest's order)."""
-    return sorted(SOURCES.rglob("*.java"), key=lambda p: p.name)
+def source_files(kafka_version: str | None = None) -> list[Path]:
+    """The Java sources of the program built for ``kafka_version`` (None: every one, the digest's), sorted by
+    name."""
+    share = kafka_version is None or kafka_release(kafka_version)[:2] >= SHARE_CLIENTS
+    return sorted([*SOURCES.rglob("*.java"), *(SHARE_SOURCES.rglob("*.java") if share else ())],
+                  key=lambda p: p.name)
 
 
 def build_dir(kafka_version: str) -> Path:
@@ -76,7 +84,7 @@ def ensure_built(kafka_version: str) -> Path:
               "dependency:copy-dependencies", f"-DoutputDirectory={scratch / 'libs'}"],
              f"resolving kafka-clients {kafka_version} from Maven Central")
         _run(["javac", "--release", "17", "-encoding", "UTF-8", "-nowarn", "-cp", f"{scratch / 'libs'}/*",
-              "-d", str(scratch / "classes"), *map(str, source_files())],
+              "-d", str(scratch / "classes"), *map(str, source_files(kafka_version))],
              f"compiling the Java workload against kafka-clients {kafka_version}")
     return target
 

@@ -31,7 +31,7 @@ from faults.base import Fault, FaultError, FaultOptions, with_defaults
 
 log = logging.getLogger(__name__)
 
-ROLES = ("producer", "consumer", "pipeline", "broker")
+ROLES = ("producer", "consumer", "pipeline", "share_consumer", "broker")
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator",
                   "group-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
@@ -46,9 +46,9 @@ class RequestOptions(FaultOptions):
     """What every request-level fault is told: which requests, from whom, on which connections, how many."""
 
     apis: str = Field(description="Kafka's API names, comma-separated: EndTxn, Produce, AddPartitionsToTxn, "
-                                  "TxnOffsetCommit, Fetch, ...")
+                                  "TxnOffsetCommit, Fetch, ShareFetch, ShareAcknowledge, ...")
     roles: str = Field("producer", description="whose requests, comma-separated: producer, consumer, pipeline, "
-                       "broker (the brokers' own requests to each other, only with "
+                       "share_consumer, broker (the brokers' own requests to each other, only with "
                        "cluster.inter_broker_request_path); all: every client, the harness's own too")
     connections: Literal["existing", "all"] = Field(description="existing: only connections open when the fault "
                                                     "starts, so a retry on a new connection passes; all: new ones too")

@@ -1,5 +1,6 @@
 """What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all, a transaction or
-group coordinator) or workload clients (a producer, a consumer, an exactly-once pipeline, any of them)."""
+group coordinator) or workload clients (a producer, a consumer, an exactly-once pipeline, a share group's member,
+any of them)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from workloads.client import Client
 
 NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers",
                 "txn-coordinator", "group-coordinator")
-# a role's name targets a client of that role; "pipeline" is appended so the others keep their order
-CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline")
+# a role's name targets a client of that role; "pipeline" and "share_consumer" are appended so the others keep
+# their order
+CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline", "share_consumer")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
 # what each target picks, one line: the documentation's fault reference is generated from it
 TARGET_HELP = {
@@ -25,11 +27,13 @@ TARGET_HELP = {
     "majority-brokers": "a random majority of the brokers",
     "all-brokers": "every broker",
     "txn-coordinator": "the transaction coordinator of one of the workload's transactional ids",
-    "group-coordinator": "the group coordinator of the workload's consumer group (or the pipeline's)",
+    "group-coordinator": "the group coordinator of the workload's consumer group (or the pipeline's, or the share "
+                         "group's)",
     "producer": "a producer process at random",
     "consumer": "a consumer process at random",
     "random-client": "any workload process at random (the default of client faults)",
     "pipeline": "an exactly-once pipeline process at random",
+    "share_consumer": "a member of the share group at random",
 }
 
 

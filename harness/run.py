@@ -32,7 +32,9 @@ from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
 from harness.progress import RunProgress
+from harness.roles import RoleRun
 from harness.scenario import Scenario
+from harness.share_role import ShareRun
 from rundir import documents
 from rundir.layout import RunDir
 from rundir.phases import PhaseTimer
@@ -40,7 +42,8 @@ from rundir.replica_batches import write_replica_batches
 from workloads.child import confluent_kafka_release
 from workloads.client import WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env
-from workloads.consumer import ConsumerClient, read_back, read_back_both, record_assignment, record_identity
+from workloads.consumer import (ConsumerClient, high_watermarks, read_back, read_back_both, record_assignment,
+                                record_identity)
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, StableObserver, record_committed
 from workloads.pipeline import PipelineClient
@@ -74,7 +77,8 @@ def run_scenario(scenario: Scenario, out_root: Path, timer: PhaseTimer | None = 
     run = RunDir.create(out_root, scenario.name)
     clock = RunClock()
     write_scenario(run, scenario, clock)
-    history = History(run, clock, transactions=scenario.workload.transactional)
+    history = History(run, clock, transactions=scenario.workload.transactional,
+                      shares=scenario.workload.share_consumers is not None)
     remove_orphans()
     with RunProgress(scenario.workload.duration_s, timer) as progress:
         progress.phase("starting the cluster")
@@ -195,6 +199,11 @@ class Trial:
                                consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
                                kafka_version=version, client_version=w.pipeline_client_version)
                 for i in range(pipeline.count)])
+        self.parts: list[RoleRun] = []
+        if w.share_consumers is not None:
+            self.parts.append(ShareRun(w.share_consumers, w.share_client, w.share_client_version,
+                                       scenario.share_brokers(), topic, scenario.seed, bootstrap, history))
+        self.workload.others = [c for part in self.parts for c in part.clients]
         for client in self.workload.clients:
             client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,
                                                                                           identity)
@@ -221,6 +230,8 @@ class Trial:
         self.history.event("client", client="librdkafka", version=library, binding=f"confluent-kafka {binding}",
                            role="harness", time_ns=self.history.clock.now_ns())  # its admin requests
         try:
+            for part in self.parts:
+                part.prepare(self.cluster)
             self.workload.start()
         except WorkloadError as e:
             raise HarnessError(f"the workload could not start: {e}") from None
@@ -251,6 +262,11 @@ class Trial:
             self.progress.phase("pipeline catching up")
             if not self.workload.drain_pipelines(s.topic.partitions, s.schedule.final_read_timeout_s):
                 log.warning("the pipeline did not process all its input: the history says how much it left")
+        if self.parts:
+            self.progress.phase("share group finishing")
+            ends = self.cluster_ends()
+            for part in self.parts:
+                part.drain(ends, s.schedule.final_read_timeout_s)
         self.workload.stop_consumers()
         self.observer.stop()
         self.observer.join()
@@ -274,8 +290,18 @@ class Trial:
         errors = ([str(nemesis.error)] if nemesis.error else []) + self.workload.failures
         return "; ".join(errors) if errors else None
 
+    def cluster_ends(self) -> dict[int, int]:
+        """Each partition of the workload's topic and its high watermark now (what the role parts finish)."""
+        try:
+            return high_watermarks(self.cluster.bootstrap_servers, self.scenario.topic.name,
+                                   self.scenario.topic.partitions)
+        except confluent_kafka.KafkaException as e:
+            raise HarnessError(f"the topic's ends could not be read: {e.args[0].str()}") from None
+
     def _show(self, fault: str, elapsed_s: float) -> None:
-        self.progress.update(elapsed_s, fault=fault, **self.workload.counts())
+        counts = self.workload.counts()
+        counts["reads"] += sum(part.count for part in self.parts)
+        self.progress.update(elapsed_s, fault=fault, **counts)
 
     def _settle(self, settle_s: float) -> None:
         """Wait for every node to serve and every partition to have a leader and a full ISR."""

@@ -29,6 +29,7 @@ from workloads.confluent_release import is_release
 from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
 from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION, RENAMED
 from harness.group_protocol import SETTING as GROUP_PROTOCOL_SETTING, Brokers, GroupProtocol, check_role
+from harness.share_role import ShareConsumersModel, check as check_share_role, Brokers as ShareBrokers
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
@@ -200,6 +201,8 @@ class WorkloadModel(Strict):
     consumers: ConsumersModel = ConsumersModel()
     transactions: TransactionsModel | None = None
     pipeline: PipelineModel | None = None
+    share_consumers: ShareConsumersModel | None = Field(None, description="members of a share group (KIP-932); "
+                                                        "null: none")
 
     @property
     def transactional(self) -> bool:
@@ -217,6 +220,15 @@ class WorkloadModel(Strict):
     @property
     def pipeline_client(self) -> Client:
         return (self.pipeline.client if self.pipeline is not None else None) or self.client
+
+    @property
+    def share_client(self) -> Client:
+        return (self.share_consumers.client if self.share_consumers is not None else None) or self.client
+
+    @property
+    def share_client_version(self) -> str | None:
+        return self.role_client_version(self.share_consumers.client_version if self.share_consumers is not None
+                                        else None, self.share_client)
 
     @property
     def producer_client_version(self) -> str | None:
@@ -242,7 +254,8 @@ class WorkloadModel(Strict):
         """Each role's client and pinned release, in role order (None: no pin, or the role runs no process)."""
         return [(self.producer_client, self.producer_client_version),
                 (self.consumer_client, self.consumer_client_version if self.consumers.count else None),
-                (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None)]
+                (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None),
+                (self.share_client, self.share_client_version if self.share_consumers is not None else None)]
 
     @property
     def pinned_releases(self) -> list[str]:
@@ -471,7 +484,17 @@ class Scenario(Strict):
         self._group_protocol_possible()
         self._transactions_possible()
         self._kafka_settings_exist()
+        self._share_group_possible()
         return self
+
+    def share_brokers(self) -> ShareBrokers:
+        c = self.cluster
+        return ShareBrokers(c.metadata, c.kafka_version, dict(c.features), dict(c.broker_config))
+
+    def _share_group_possible(self) -> None:
+        w = self.workload
+        if w.share_consumers is not None:
+            check_share_role(w.share_consumers, w.share_client, w.share_client_version, self.share_brokers())
 
     def _client_versions_possible(self) -> None:
         """A Java role's client_version is a kafka-clients release the Java program is built against: 3.5.0 on."""
@@ -480,6 +503,8 @@ class Scenario(Strict):
                 ("workload.consumers", w.consumer_client, w.consumer_client_version)]
         if w.pipeline is not None:
             pins.append(("workload.pipeline", w.pipeline_client, w.pipeline_client_version))
+        if w.share_consumers is not None:
+            pins.append(("workload.share_consumers", w.share_client, w.share_client_version))
         for where, client, version in pins:
             if client == "java" and version is not None and kafka_release(version)[:2] < OLDEST_KAFKA:
                 oldest = ".".join(map(str, OLDEST_KAFKA))
@@ -561,9 +586,12 @@ class Scenario(Strict):
                                   (f"faults.{i}.then", fault.then.target if fault.then is not None else None)):
                 if target == "pipeline" and w.pipeline is None:
                     raise ValueError(f"{where}: target pipeline, but the workload has no pipeline")
+                if target == "share_consumer" and w.share_consumers is None:
+                    raise ValueError(f"{where}: target share_consumer, but the workload has no share consumers")
                 if target == "txn-coordinator" and not w.transactional:
                     raise ValueError(f"{where}: target txn-coordinator, but the workload has no transactions")
-                if target == "group-coordinator" and w.consumers.count == 0 and w.pipeline is None:
+                if (target == "group-coordinator" and w.consumers.count == 0 and w.pipeline is None
+                        and w.share_consumers is None):
                     raise ValueError(f"{where}: target group-coordinator, but the workload has no consumer group "
                                      "(no consumers, no pipeline)")
 

@@ -1,7 +1,7 @@
 """Where everything of a run lives, and whether what a stage needs is there.
 
     runs/<scenario>/<UTC timestamp>/
-      scenario.yaml  history/{sends,reads,events,broker-events,replica-batches}.jsonl  results.json  report.html
+      scenario.yaml  history/{sends,reads,events,shares,broker-events,replica-batches}.jsonl  results.json  report.html
       logs/  cluster/
     runs/index.html  runs/junit.xml  runs/nightly-logs/   (the matrix and the nightly's, over all runs)
 """
@@ -22,6 +22,7 @@ LOGS = "logs"
 CLUSTER = "cluster"  # the nodes' data and config while the cluster runs
 SENDS, READS, EVENTS = "sends.jsonl", "reads.jsonl", "events.jsonl"
 TXNS = "txns.jsonl"  # one line per transaction outcome (transactional workloads only)
+SHARES = "shares.jsonl"  # one line per share-group delivery and acknowledgement (share consumers only)
 STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # a run directory's name: when it started, UTC
 BROKER_EVENTS = "broker-events.jsonl"  # elections, ISR changes, truncations parsed from logs/ (kchaos forensics)
 REPLICA_BATCHES = "replica-batches.jsonl"  # every replica's record batch headers, read before teardown
@@ -90,6 +91,10 @@ class RunDir:
     @property
     def txns(self) -> Path:
         return self.history / TXNS
+
+    @property
+    def shares(self) -> Path:
+        return self.history / SHARES
 
     @property
     def broker_events(self) -> Path:

@@ -59,7 +59,7 @@ def code_strings(path: Path) -> set[str]:
 @pytest.mark.parametrize("anomaly", ANOMALIES)
 def test_every_anomaly_has_a_rule_in_the_reference_checker(anomaly: str) -> None:
     # the reference counts what its rules add under the anomaly's name (Findings.messages / positions / count)
-    rules = ("reference.py", "polls.py")  # the reference's own module, and the sequences' it calls
+    rules = ("reference.py", "polls.py", "shares.py")  # the reference's own module, and the sequences' and shares' it calls
     assert any(anomaly in code_strings(ROOT / "checkers" / name) for name in rules), (
         f"{anomaly}: no rule in checkers/reference.py or checkers/polls.py records it")
 
@@ -102,7 +102,7 @@ def test_every_anomaly_is_complete_and_consistent() -> None:
     assert len(set(ANOMALIES)) == len(ANOMALIES) and set(ANOMALY_INFO) == set(ANOMALIES)
     assert set(ANOMALIES) <= set(COUNTS) and len(set(COUNTS)) == len(COUNTS)
     for a in ANOMALY_LIST:
-        assert a.definition and a.role in ("producers", "consumers", "pipeline"), a.name
+        assert a.definition and a.role in ("producers", "consumers", "pipeline", "share_consumers"), a.name
         assert a.summary in ("main", "transactions", None), a.name
         assert a.unverified is None or a.unverified == "unbounded" or a.unverified in COUNTS, a.name
         assert a.part_of is None or a.part_of in ANOMALY_INFO, a.name

@@ -188,7 +188,7 @@ PARAMETER_ALIASES = {"first": "first_seq", "settings": "settings_json"}
 FORMATTERS = {"H": protocol.hello, "K": protocol.identity, "I": protocol.invoked, "X": protocol.withdrawn,
               "S": protocol.completed, "J": protocol.joined, "T": protocol.txn_begun, "C": protocol.txn_requested,
               "O": protocol.txn_outcome, "P": protocol.polled, "R": protocol.processed,
-              "A": protocol.assignment_changed}
+              "A": protocol.assignment_changed, "V": protocol.delivered, "Q": protocol.acknowledged}
 
 
 @pytest.mark.parametrize("tag", sorted(FORMATTERS))
@@ -201,7 +201,7 @@ def test_each_python_formatter_writes_the_catalogues_fields_in_its_order(tag: st
     values = {n: 1000 + i for i, n in enumerate(names)}
     values |= {"status": "unknown", "intent": "abort", "outcome": "aborted", "library": "java", "version": "3.9",
                "settings": {"acks": "all"}, "producer": "p7", "from_producer": "p8", "error": "e r",
-               "change": "lost", "partitions": [5, 2]}
+               "change": "lost", "partitions": [5, 2], "ack": "release", "result": "fail"}
     line = formatter(**{n: values[n] for n in names})  # type: ignore[operator]
     assert line.split(" ", len(names))[0] == tag
     written = line.split(" ", len(names))[1:]

@@ -82,7 +82,7 @@ class Client(Protocol):
 
     @property
     def role(self) -> str:
-        """``producer``, ``consumer`` or ``pipeline``."""
+        """``producer``, ``consumer``, ``pipeline`` or ``share_consumer``."""
 
     @property
     def running(self) -> bool: ...

@@ -614,6 +614,11 @@ def read_back_both(bootstrap_servers: str, topic: str, partitions: int, history:
     return uncommitted and committed
 
 
+def high_watermarks(bootstrap_servers: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark, retried as the read-back's ends are (KafkaException: not every one)."""
+    return _ends(bootstrap_servers, topic, partitions, "read_uncommitted")
+
+
 def _ends(bootstrap_servers: str, topic: str, partitions: int, isolation: Isolation) -> dict[int, int]:
     """end_offsets of every partition, retried for 30 s (each time by a new admin client, whose metadata is
     fresh): a read-back is worth nothing without them."""

@@ -107,21 +107,23 @@ class HistoryWriter:
 class History:
     """The history files of a run directory, opened together.
 
-    txns.jsonl exists only in transactional runs: its absence says the run had none.
+    txns.jsonl exists only in transactional runs, shares.jsonl only in runs with a share group: the absence of
+    either says the run had none.
     """
 
-    def __init__(self, run: RunDir, clock: RunClock, transactions: bool = False) -> None:
+    def __init__(self, run: RunDir, clock: RunClock, transactions: bool = False, shares: bool = False) -> None:
         self.clock = clock
         self.sends = HistoryWriter(run.sends)
         self.reads = HistoryWriter(run.reads)
         self.events = HistoryWriter(run.events)
         self.txns = HistoryWriter(run.txns) if transactions else None
+        self.shares = HistoryWriter(run.shares) if shares else None
 
     def event(self, kind: str, **fields: Any) -> None:
         """An events.jsonl line, its fields in the catalogue's order (ValueError for one it does not list)."""
         self.events.write(event_record(kind, fields))
 
     def close(self) -> None:
-        for writer in (self.sends, self.reads, self.events, self.txns):
+        for writer in (self.sends, self.reads, self.events, self.txns, self.shares):
             if writer is not None:
                 writer.close()

@@ -42,6 +42,17 @@ Consumer::
     D                                              the batch is processed (and committed, when manual)
     E
 
+Share consumer (a member of a share group, KIP-932)::
+
+    H <pid>
+    K <library> <version> <settings JSON> [<binding>]
+    V <partition> <offset> <producer> <seq> <delivery> <time_ns>   poll gave it this record, acquired, at the
+                                                   broker's delivery count <delivery>
+    Q <partition> <offset> <delivery> <ack> <result> <time_ns> <error>   its acknowledgement of that delivery
+                                                   (accept | release | reject) and what the client reported of it
+                                                   (ok | fail | unknown)
+    E
+
 The Java read-back (a reader process, no group)::
 
     H <pid>
@@ -61,7 +72,7 @@ import json
 import re
 from typing import Any, NamedTuple, Union
 
-from catalogue.history import ASSIGNMENT_CHANGES, LINE_FIELDS, SEND_STATUSES
+from catalogue.history import ASSIGNMENT_CHANGES, LINE_FIELDS, SEND_STATUSES, SHARE_ACKS, SHARE_RESULTS
 
 NULL = "-"
 STOP = b"stop\n"
@@ -141,6 +152,25 @@ class AssignmentChanged(NamedTuple):
     time_ns: int
 
 
+class Delivered(NamedTuple):
+    partition: int
+    offset: int
+    producer: str | None
+    seq: int | None
+    delivery: int          # the broker's delivery count: 1 at the first
+    time_ns: int
+
+
+class Acknowledged(NamedTuple):
+    partition: int
+    offset: int
+    delivery: int
+    ack: str               # accept | release | reject
+    result: str            # ok | fail | unknown, as a send's status
+    time_ns: int
+    error: str | None
+
+
 class BatchDone(NamedTuple):
     pass
 
@@ -150,7 +180,7 @@ class End(NamedTuple):
 
 
 Message = Union[Hello, Invoked, Withdrawn, Completed, Joined, TxnBegun, TxnRequested, TxnOutcome, Polled, Processed,
-                AssignmentChanged, ReadPosition, BatchDone, End]
+                AssignmentChanged, ReadPosition, Delivered, Acknowledged, BatchDone, End]
 
 
 class ProtocolError(ValueError):
@@ -222,6 +252,17 @@ def processed(partition: int, offset: int, producer: str | None, seq: int | None
 def assignment_changed(assignment: int, change: str, partitions: list[int], time_ns: int) -> str:
     """``A``: a rebalance callback gave, took back or lost these partitions (never none)."""
     return f"A {assignment} {change} {','.join(str(p) for p in sorted(partitions))} {time_ns}"
+
+
+def delivered(partition: int, offset: int, producer: str | None, seq: int | None, delivery: int, time_ns: int) -> str:
+    """``V``: a share consumer's poll gave it this record, at the broker's delivery count ``delivery``."""
+    return f"V {partition} {offset} {_opt(producer)} {_opt(seq)} {delivery} {time_ns}"
+
+
+def acknowledged(partition: int, offset: int, delivery: int, ack: str, result: str, time_ns: int,
+                 error: str | None) -> str:
+    """``Q``: what the client reported of the acknowledgement (``ack``) of one delivery."""
+    return f"Q {partition} {offset} {delivery} {ack} {result} {time_ns} {_opt(error)}"
 
 
 BATCH_DONE = "D"
@@ -348,6 +389,15 @@ def parse(line: bytes) -> Message:
             if change.decode() in ASSIGNMENT_CHANGES:
                 return AssignmentChanged(int(assignment), change.decode(),
                                          tuple(int(p) for p in partitions.split(b",")), int(time_ns))
+        if tag == b"V":
+            _, partition, offset, producer, seq, delivery, time_ns = line.split(b" ")
+            return Delivered(int(partition), int(offset), None if producer == b"-" else producer.decode(), _int(seq),
+                             int(delivery), int(time_ns))
+        if tag == b"Q":
+            _, partition, offset, delivery, ack, result, time_ns, error = line.split(b" ", 7)
+            if ack.decode() in SHARE_ACKS and result.decode() in SHARE_RESULTS:
+                return Acknowledged(int(partition), int(offset), int(delivery), ack.decode(), result.decode(),
+                                    int(time_ns), None if error == b"-" else error.decode())
         if tag == b"F":
             _, partition, position = line.split(b" ")
             return ReadPosition(int(partition), int(position))

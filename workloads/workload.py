@@ -16,10 +16,11 @@ class Workload:
     producers: list[ProducerClient]
     consumers: list[ConsumerClient]
     pipelines: list[PipelineClient] = field(default_factory=list)
+    others: list[ClientProcess] = field(default_factory=list)  # the processes of the roles that are parts
 
     @property
     def clients(self) -> list[ClientProcess]:
-        return [*self.consumers, *self.pipelines, *self.producers]
+        return [*self.consumers, *self.pipelines, *self.others, *self.producers]
 
     def start(self) -> None:
         """Start every process (consumers first: they are in the group when the first message lands)."""

@@ -73,11 +73,16 @@ public final class Child {
 
     /** {@link #hello(String, Map)} with settings of the application's own beside the client's (on_commit_error). */
     public void hello(String kind, Map<String, Object> props, Map<String, String> own) {
+        Map<String, String> all = new java.util.LinkedHashMap<>(CheckConfig.effective(kind, props));
+        all.putAll(own);
+        hello(all);
+    }
+
+    /** {@link #hello(String, Map)} with the settings said as they are (a client CheckConfig does not know). */
+    public void hello(Map<String, String> effective) {
         String settings;
         try {
-            Map<String, String> all = new java.util.LinkedHashMap<>(CheckConfig.effective(kind, props));
-            all.putAll(own);
-            settings = Spec.JSON.writeValueAsString(all);
+            settings = Spec.JSON.writeValueAsString(effective);
         } catch (JsonProcessingException e) {
             throw new IllegalStateException(e);
         }

@@ -147,5 +147,19 @@ public final class Lines {
         return "A " + assignment + " " + change + " " + partitions + " " + timeNs;
     }
 
+    /** {@code V <partition> <offset> <producer|-> <seq|-> <delivery> <time_ns>}: a share consumer's delivery. */
+    public static String delivered(int partition, long offset, String producer, Long seq, long delivery,
+                                   long timeNs) {
+        return "V " + partition + " " + offset + " " + opt(producer) + " " + opt(seq) + " " + delivery + " "
+                + timeNs;
+    }
+
+    /** {@code Q <partition> <offset> <delivery> <ack> <result> <time_ns> <error|->}: what came of its ack. */
+    public static String acknowledged(int partition, long offset, long delivery, String ack, String result,
+                                      long timeNs, String error) {
+        return "Q " + partition + " " + offset + " " + delivery + " " + ack + " " + result + " " + timeNs + " "
+                + opt(error);
+    }
+
     public static final String BATCH_DONE = "D";
 }

@@ -10,7 +10,7 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * The Java workload program: {@code Main <role> <spec json>}, the Java twin of {@code python -m workloads.<role>}
- * (clusters/java_build.py builds it; workloads/java_client.py starts it). Roles: producer, consumer, reader, pipeline, and
+ * (clusters/java_build.py builds it; workloads/java_client.py starts it). Roles: producer, consumer, reader, pipeline, share_consumer, and
  * {@code check-config <producer|consumer> <config json>}.
  *
  * <h2>The API a role gets (Consumer, Reader, Pipeline)</h2>
@@ -82,7 +82,7 @@ public final class Main {
             return EXIT_OK;
         }
         if (args.length != 2) {
-            throw new Spec.BadInput("usage: Main <producer|consumer|reader|pipeline> <spec json> | "
+            throw new Spec.BadInput("usage: Main <producer|consumer|reader|pipeline|share_consumer> <spec json> | "
                     + "Main check-config <producer|consumer> <config json>");
         }
         Spec spec = Spec.parse(args[1]);
@@ -100,10 +100,29 @@ public final class Main {
             case "consumer" -> Consumer.run(spec, child);
             case "reader" -> Reader.run(spec, child);
             case "pipeline" -> Pipeline.run(spec, child);
+            case "share_consumer" -> runShareConsumer(spec, child);
             default -> throw new Spec.BadInput("unknown role " + args[0]);
         }
         child.out.end();
         return EXIT_OK;
+    }
+
+    /** ShareConsumer is built only against kafka-clients that have a share consumer: found by name. */
+    private static void runShareConsumer(Spec spec, Child child) throws Exception {
+        Class<?> role;
+        try {
+            role = Class.forName("io.kchaos.workload.ShareConsumer");
+        } catch (ClassNotFoundException e) {
+            throw new Spec.BadInput("kafka-clients " + Child.clientsVersion() + " has no share consumer (4.2 and later)");
+        }
+        try {
+            role.getMethod("run", Spec.class, Child.class).invoke(null, spec, child);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            if (e.getCause() instanceof Exception cause) {
+                throw cause;
+            }
+            throw e;
+        }
     }
 
     /** slf4j-simple logs to stderr at WARN (java_command's flag); ERROR only when the harness is not verbose. */

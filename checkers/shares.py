@@ -1,0 +1,217 @@
+"""A share group's deliveries (KIP-932) judged the plainest way: the reference checker's, and the Spark checker's
+oracle.
+
+shares.jsonl says each delivery of a record to a member (with the broker's
+delivery count) and what the member's client reported of its acknowledgement.
+A record's deliveries are taken in time order (then by delivery count); each
+one after the first is a redelivery, explained by the delivery before it:
+
+- its acknowledgement was an ACCEPT or a REJECT the client reported done: the
+  record was settled, and may never come again (``share_redelivered_after_accept``);
+- a RELEASE reported done (``share_redelivered_released``), an acknowledgement
+  reported failed or never answered (``share_redelivered_failed_ack``), or no
+  acknowledgement at all, the member having crashed or stalled past its lock
+  (``share_redelivered_expired``): at-least-once redelivery, counted.
+
+A record is settled when some acknowledgement of it was an ACCEPT or REJECT
+reported done, or when it was delivered the group's limit of times (archived
+then, whatever its last acknowledgement was: ``share_archived`` when that was
+not an ACCEPT or REJECT). Every record of the read_uncommitted final read (a
+share group reads uncommitted unless told otherwise) should be settled by the
+end of the run: an acknowledged one never delivered is ``share_lost``; one
+delivered but never settled is ``share_unsettled`` at or above the start offset
+the brokers gave for its partition once the members stopped (they have not
+settled it either), or ``share_settled_unseen`` below it (the brokers settled
+it in a delivery no member reported: one given to a member that crashed before
+its poll returned it, at the limit). A record delivered more times than the
+limit, by its count or by the deliveries seen, is ``share_over_delivered``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from catalogue.anomalies import ANOMALY_LIST, SHARE_COUNTS
+from rundir.lines import BadLine, choice_of, field_of
+
+# every anomaly judged here, in the catalogue's order
+SHARE_ANOMALIES = tuple(a.name for a in ANOMALY_LIST if a.role == "share_consumers")
+[SHARE_TALLY] = SHARE_COUNTS
+DELIVERED, ACKNOWLEDGED = "delivered", "acknowledged"
+KINDS = {DELIVERED: DELIVERED, ACKNOWLEDGED: ACKNOWLEDGED}
+ACKS = {a: a for a in ("accept", "release", "reject")}
+RESULTS = {r: r for r in ("ok", "fail", "unknown")}
+SETTLING = ("accept", "reject")
+# the redelivery anomaly of what the delivery before it came to (its acknowledgement and what the client said)
+AFTER_SETTLED, AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING = (
+    "share_redelivered_after_accept", "share_redelivered_released", "share_redelivered_failed_ack",
+    "share_redelivered_expired")
+# anomalies counted per delivery; the others per record
+PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING)
+
+Record = tuple[str, int, int]  # topic, partition, offset
+_intern = sys.intern
+
+
+class ShareLine(NamedTuple):
+    """One line of shares.jsonl: a delivery (ack and result None) or an acknowledgement (producer, seq None)."""
+
+    kind: str
+    member: str
+    topic: str
+    partition: int
+    offset: int
+    delivery: int
+    time_ns: int
+    producer: str | None
+    seq: int | None
+    ack: str | None
+    result: str | None
+    line: int
+
+
+def parse_share(obj: dict[str, Any], line: int) -> ShareLine:
+    kind = choice_of(obj, "kind", KINDS)
+    delivered = kind == DELIVERED
+    producer = field_of(obj, "producer", str, nullable=True) if delivered else None
+    seq = field_of(obj, "seq", int, nullable=True) if delivered else None
+    if (producer is None) != (seq is None):
+        raise BadLine("fields 'producer' and 'seq' must both be set or both be null")
+    return ShareLine(kind, _intern(field_of(obj, "member", str)), _intern(field_of(obj, "topic", str)),
+                     field_of(obj, "partition", int), field_of(obj, "offset", int), field_of(obj, "delivery", int),
+                     field_of(obj, "time_ns", int), None if producer is None else _intern(producer), seq,
+                     None if delivered else choice_of(obj, "ack", ACKS),
+                     None if delivered else choice_of(obj, "result", RESULTS), line)
+
+
+class Delivery(NamedTuple):
+    time_ns: int
+    delivery: int
+    member: str
+    ack: str | None      # None: no acknowledgement reported
+    result: str | None
+    line: int
+
+
+class ShareFindings(NamedTuple):
+    """The records (or, for the redeliveries, the deliveries) each share anomaly found, and the tally."""
+
+    records: dict[str, set[Record]]
+    redeliveries: dict[str, int]
+    deliveries: int
+
+    def count(self, anomaly: str) -> int:
+        return self.redeliveries[anomaly] if anomaly in PER_DELIVERY else len(self.records[anomaly])
+
+    def counts(self) -> dict[str, int]:
+        return {SHARE_TALLY: self.deliveries, **{a: self.count(a) for a in SHARE_ANOMALIES}}
+
+
+def share_settings(events: Iterable[dict[str, Any]]) -> tuple[int | None, dict[tuple[str, int], int]]:
+    """The share group's delivery limit (None: the run had no share group) and the brokers' start offset of each
+    (topic, partition) once the members stopped."""
+    limit, starts = None, {}
+    for e in events:
+        if e.get("kind") == "share-group":
+            limit = int(e["delivery_limit"])
+        elif e.get("kind") == "share-offsets":
+            starts[(e["topic"], int(e["partition"]))] = int(e["start_offset"])
+    return limit, starts
+
+
+def deliveries_of(lines: Iterable[ShareLine]) -> tuple[dict[Record, list[Delivery]], int]:
+    """Each record's deliveries in time order (then by delivery count), each with its acknowledgement (the last
+    one reported for that member and delivery count), and how many deliveries there were."""
+    acks: dict[tuple[str, Record, int], ShareLine] = {}
+    delivered: list[ShareLine] = []
+    for s in lines:
+        if s.kind == DELIVERED:
+            delivered.append(s)
+        else:
+            acks[(s.member, (s.topic, s.partition, s.offset), s.delivery)] = s
+    records: dict[Record, list[Delivery]] = defaultdict(list)
+    for s in delivered:
+        record = (s.topic, s.partition, s.offset)
+        a = acks.get((s.member, record, s.delivery))
+        records[record].append(Delivery(s.time_ns, s.delivery, s.member, None if a is None else a.ack,
+                                        None if a is None else a.result, s.line))
+    for ds in records.values():
+        ds.sort()
+    return records, len(delivered)
+
+
+def settles(d: Delivery) -> bool:
+    return d.ack in SETTLING and d.result == "ok"
+
+
+def after(d: Delivery) -> str:
+    """The redelivery anomaly of a delivery that came after ``d``."""
+    if d.ack is None:
+        return AFTER_NOTHING
+    if d.result != "ok":
+        return AFTER_FAILED
+    return AFTER_SETTLED if d.ack in SETTLING else AFTER_RELEASE
+
+
+def share_findings(lines: list[ShareLine], events: list[dict[str, Any]],
+                   final: dict[Record, tuple[str | None, int | None]], acked: set[tuple[str, int]],
+                   complete: dict[tuple[str, int], bool]) -> ShareFindings:
+    """Every share anomaly of a run. ``final``: each record of the read_uncommitted final read and the message it
+    holds; ``acked``: the acknowledged messages; ``complete``: whether each partition's final read got to its end
+    (a record the read did not reach is judged by nothing)."""
+    records: dict[str, set[Record]] = {a: set() for a in SHARE_ANOMALIES if a not in PER_DELIVERY}
+    redeliveries = {a: 0 for a in PER_DELIVERY}
+    limit, starts = share_settings(events)
+    if limit is None:
+        return ShareFindings(records, redeliveries, 0)
+    by_record, count = deliveries_of(lines)
+    for record, ds in by_record.items():
+        for before in ds[:-1]:
+            anomaly = after(before)
+            if anomaly == AFTER_SETTLED:
+                records[anomaly].add(record)
+            else:
+                redeliveries[anomaly] += 1
+        if len({d.delivery for d in ds}) > limit or max(d.delivery for d in ds) > limit:
+            records["share_over_delivered"].add(record)
+        last = ds[-1]
+        if last.delivery >= limit and not settles(last):
+            records["share_archived"].add(record)
+    topics = {t for t, _ in complete}
+    for record, message in final.items():
+        topic, partition, offset = record
+        if topic not in topics or not complete.get((topic, partition), False):
+            continue
+        ds = by_record.get(record)
+        if not ds:
+            if message in acked:
+                records["share_lost"].add(record)
+            continue
+        if any(settles(d) for d in ds) or max(d.delivery for d in ds) >= limit:
+            continue
+        start = starts.get((topic, partition))
+        records["share_settled_unseen" if start is not None and offset < start else "share_unsettled"].add(record)
+    return ShareFindings(records, redeliveries, count)
+
+
+def share_examples(findings: ShareFindings | None, lines: list[ShareLine],
+                   final: dict[Record, tuple[str | None, int | None]], limit: int) -> dict[str, list[dict[str, Any]]]:
+    """The first ``limit`` records of each share anomaly that names records (by topic, partition, offset), each
+    with its deliveries: one shape for both engines (the anomalies counted per delivery have none)."""
+    if findings is None:
+        return {a: [] for a in SHARE_ANOMALIES}
+    chosen = {**{a: [] for a in PER_DELIVERY}, **{a: sorted(rs)[:limit] for a, rs in findings.records.items()}}
+    wanted = {r for rs in chosen.values() for r in rs}
+    by_record, _ = deliveries_of(s for s in lines if (s.topic, s.partition, s.offset) in wanted)
+    return {a: [share_example(r, final.get(r, (None, None)), by_record.get(r, [])) for r in rs]
+            for a, rs in chosen.items()}
+
+
+def share_example(record: Record, message: tuple[str | None, int | None], ds: list[Delivery]) -> dict[str, Any]:
+    topic, partition, offset = record
+    return {"topic": topic, "partition": partition, "offset": offset, "producer": message[0], "seq": message[1],
+            "deliveries": [{"member": d.member, "delivery": d.delivery, "ack": d.ack, "result": d.result,
+                            "time_ns": d.time_ns} for d in ds]}
