@@ -139,7 +139,7 @@ def deliveries_of(lines: Iterable[ShareLine]) -> tuple[dict[Record, list[Deliver
         records[record].append(Delivery(s.time_ns, s.delivery, s.member, None if a is None else a.ack,
                                         None if a is None else a.result, s.line))
     for ds in records.values():
-        ds.sort()
+        ds.sort(key=lambda d: (d.time_ns, d.delivery, d.member, d.line))
     return records, len(delivered)
 
 

@@ -39,8 +39,10 @@ DELIVERY_LIMIT = ("group.share.delivery.count.limit", 5, "group.share.min.delive
                   "group.share.max.delivery.count.limit", 10)
 LOCK_MS = ("group.share.record.lock.duration.ms", 30_000, "group.share.min.record.lock.duration.ms", 15_000,
            "group.share.max.record.lock.duration.ms", 60_000)
-# the group's own settings (GroupConfig): set before the first member joins
+# the group's own settings (GroupConfig): set before the first member joins; the delivery limit is a group
+# setting from Kafka 4.3 (4.2 has only the brokers' group.share.delivery.count.limit, and no bounds on it)
 GROUP_SETTINGS = {"delivery_limit": "share.delivery.count.limit", "lock_ms": "share.record.lock.duration.ms"}
+GROUP_DELIVERY_LIMIT = (4, 3)
 DRAIN_POLL_S = 2.0
 
 
@@ -93,9 +95,20 @@ class Brokers:
     def setting(self, name: str, default: int) -> int:
         return int(self.broker_config.get(name, default))
 
+    @property
+    def group_delivery_limit(self) -> bool:
+        """The release has the group setting share.delivery.count.limit (and bounds on it)."""
+        return kafka_release(self.kafka_version)[:2] >= GROUP_DELIVERY_LIMIT
+
     def bounded(self, bounds: tuple[str, int, str, int, str, int], asked: int | None, field: str) -> int:
         """The group's value of a bounded setting: ``asked``, refused in one line outside the brokers' bounds."""
         name, default, low_name, low, high_name, high = bounds
+        if bounds is DELIVERY_LIMIT and not self.group_delivery_limit:
+            if asked is not None:
+                raise ValueError(f"{WHERE}.delivery_limit: Kafka {self.kafka_version} has no group setting "
+                                 f"share.delivery.count.limit ({GROUP_DELIVERY_LIMIT[0]}.{GROUP_DELIVERY_LIMIT[1]} "
+                                 f"and later): set cluster.broker_config.{name} instead")
+            return self.setting(name, default)
         low, high = self.setting(low_name, low), self.setting(high_name, high)
         value = self.setting(name, default) if asked is None else asked
         if not low <= value <= high:
@@ -146,6 +159,7 @@ class ShareRun:
         self.kafka_version = brokers.kafka_version if client != "java" or release is None else release
         self.history = history
         self.settings = group_settings(role, brokers)
+        self.group_delivery_limit = brokers.group_delivery_limit
         self.ledger = ShareLedger(self.settings["delivery_limit"])
         self.clients: list[ClientProcess] = [
             ShareConsumerClient(f"s{i}", bootstrap, topic, role.group, dict(role.config), history.shares,
@@ -163,7 +177,7 @@ class ShareRun:
         entries = [ConfigEntry("share.auto.offset.reset", "earliest",
                                incremental_operation=AlterConfigOpType.SET)]
         entries += [ConfigEntry(GROUP_SETTINGS[k], str(v), incremental_operation=AlterConfigOpType.SET)
-                    for k, v in self.settings.items()]
+                    for k, v in self.settings.items() if k != "delivery_limit" or self.group_delivery_limit]
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         resource = ConfigResource(ResourceType.GROUP, self.role.group, incremental_configs=entries)
         try:

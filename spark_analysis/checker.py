@@ -57,6 +57,7 @@ from spark_analysis import examples as ex
 from spark_analysis.anomaly_ranges import anomaly_ranges
 from spark_analysis.breakdown import spark_breakdown
 from spark_analysis.polls import nonmonotonic_sends, poll_findings
+from spark_analysis.shares import no_shares, share_findings
 from spark_analysis.encode import MAX_MASK_GROUPS, Encoded, Names, collect_names, encode, no_reads
 from spark_analysis.judge import (BYPASS_PARTIAL, EXACT_FINDINGS, FAST_FINDINGS, POSITION_FINDINGS, TXN_METRICS, Facts,
                                   MessageCounts, Pipeline, PositionCounts, Scope, acked, acked_lines, broadcast_if_few,
@@ -254,9 +255,11 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             cached.append(backwards)
         polls, poll_examples = poll_findings(spark, enc.reads, bool(history.complete_committed), history.reads,
                                              names) if pc.reads_live else ({}, {})
+        shares, share_examples = share_findings(spark, history.shares, history.events, enc.reads, enc.sends, names,
+                                                history.complete, ex.MAX_EXAMPLES)
 
         counts = spark_counts(mc, pc, tc, out_of_order, hanging, promises,
-                              {SEND_ANOMALY: 0 if backwards is None else backwards.count(), **polls})
+                              {SEND_ANOMALY: 0 if backwards is None else backwards.count(), **polls, **shares})
 
         # the partitions named outside the complete ones, looked for only when there are some (the reference's
         # incomplete_partitions); with repeated send lines the winning ones decide, from the message table; and
@@ -288,7 +291,7 @@ def judge_history(spark: "SparkSession", history: SparkHistory, promises: Promis
             examples = ex.examples(spark, chosen, enc.reads, acks, history.sends, history.reads, names)
             examples["torn_transaction"] = ex.torn_examples(spark, torn, members, missing, names)
             examples["hanging_transaction"] = [hanging[p] for p in heapq.nsmallest(ex.MAX_EXAMPLES, hanging)]
-            examples |= poll_examples
+            examples |= poll_examples | share_examples
         else:
             examples = {a: [] for a in ANOMALIES}
 
@@ -309,11 +312,11 @@ def spark_counts(mc: MessageCounts, pc: PositionCounts, tc: dict[str, int], out_
                  sequences: dict[str, int] | None = None) -> dict[str, int]:
     """results.json's counts, in its order: each the message, position or transaction aggregate of its own name
     (judge.py's ``... AS <count>``), but for the few that combine several or come from the events, and the
-    sequences' (``sequences``: polls.py's counts; one not given is none)."""
+    sequences' and the share group's (``sequences``: polls.py's and shares.py's counts; one not given is none)."""
     combined = {"unexpected": mc.unexpected + pc.foreign, "reordered": out_of_order if promises.ordered else 0,
                 "hanging_transaction": len(hanging), "unknown_not_found": mc.unknown - mc.unknown_found}
-    measured = {**{a: 0 for a in SEQUENCE_ANOMALIES}, **asdict(mc), **asdict(pc), **tc, **combined,
-                **(sequences or {})}
+    measured = {**{a: 0 for a in SEQUENCE_ANOMALIES}, **no_shares()[0], **asdict(mc), **asdict(pc), **tc,
+                **combined, **(sequences or {})}
     return {name: int(measured[name]) for name in COUNTS}
 
 

@@ -105,7 +105,7 @@ def read_history(spark: "SparkSession", history_dir: Path,
     if "fseq" in ranges:  # an output record's source seq groups with the messages (judge.tagged_rows)
         low, high = ranges.pop("fseq")
         ranges["seq"] = (min(low, ranges.get("seq", (low, high))[0]), max(high, ranges.get("seq", (low, high))[1]))
-    return history_of(sends, reads, txns, events, notes, txn_sends=files[SENDS.name].has_values("txn"),
+    return history_of(history_dir, sends, reads, txns, events, notes, txn_sends=files[SENDS.name].has_values("txn"),
                       names=names, ranges=ranges, acks_ordered=files[SENDS.name].acks_ordered is True,
                       tallies=_tallies(files[SENDS.name], files[READS.name]))
 

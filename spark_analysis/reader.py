@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from checkers.anomalies import CUT_SHORT_NOTE
 from checkers.history import INTENT_UNKNOWN, parse_read, parse_send, parse_txn
+from checkers.shares import ShareLine, parse_share
 from rundir.documents import committed_offsets, final_read_completeness, read_events
-from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, TXNS as TXNS_FILE, require_history
-from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, HistoryError, LineRules
+from rundir.layout import READS as READS_FILE, SENDS as SENDS_FILE, SHARES, TXNS as TXNS_FILE, require_history
+from rundir.lines import READ_COMMITTED, READ_UNCOMMITTED, HistoryError, LineRules, read_jsonl
 
 from spark_analysis.encode import INTENT_CODES, INTENT_UNKNOWN_CODE, OUTCOME_CODES, STATUS_CODES
 
@@ -433,6 +434,7 @@ class SparkHistory:
     ranges: dict[str, tuple[int, int]] | None = None
     acks_ordered: bool = False  # the conversion proved the acks in order (ack_order.py): no reorder window
     tallies: "tuple[Tallies, Tallies] | None" = None  # the send and read files' (tallies.py), when converted
+    shares: list[ShareLine] = field(default_factory=list)  # shares.jsonl's lines, as the reference reads them
 
     def unpersist(self) -> None:
         for f in (self.sends, self.reads, self.txns):
@@ -440,13 +442,18 @@ class SparkHistory:
                 f.unpersist()
 
 
-def history_of(sends: Source, reads: Source | None, txns: Source | None, events: list[dict[str, Any]],
-               notes: list[str], txn_sends: bool, **encoded: Any) -> SparkHistory:
-    """The SparkHistory of these sources and events, with the reference reader's cut-short note."""
+def history_of(history_dir: Path, sends: Source, reads: Source | None, txns: Source | None,
+               events: list[dict[str, Any]], notes: list[str], txn_sends: bool, **encoded: Any) -> SparkHistory:
+    """The SparkHistory of these sources and events, with shares.jsonl read as the reference reads it (in the
+    driver: few lines) and the reference reader's cut-short note."""
+    shares_path = history_dir / SHARES
+    shares = (read_jsonl(shares_path, f"{history_dir.name}/{SHARES}", parse_share, notes)
+              if shares_path.is_file() else [])
     cut_short = not any(e["kind"] == "final-read" for e in events)
     if cut_short:
         notes.append(CUT_SHORT_NOTE)
     return SparkHistory(sends=sends, reads=reads, txns=txns, events=events, notes=notes, cut_short=cut_short,
+                        shares=shares,
                         complete=final_read_completeness(events),
                         complete_committed=final_read_completeness(events, committed=True),
                         committed=dict(committed_offsets(events)), txn_sends=txn_sends, **encoded)
@@ -474,7 +481,8 @@ def read_history(spark: "SparkSession", history_dir: Path) -> SparkHistory:
                 finish_file(spark, file, stats[kind.name], notes)
         sends = files[SENDS_FILE]
         assert sends is not None
-        return history_of(sends, files[READS_FILE], files[TXNS_FILE], events, notes, txn_sends=sends.flagged_rows)
+        return history_of(history_dir, sends, files[READS_FILE], files[TXNS_FILE], events, notes,
+                          txn_sends=sends.flagged_rows)
     except BaseException:
         for f in files.values():
             if f is not None:

@@ -59,7 +59,8 @@ def code_strings(path: Path) -> set[str]:
 @pytest.mark.parametrize("anomaly", ANOMALIES)
 def test_every_anomaly_has_a_rule_in_the_reference_checker(anomaly: str) -> None:
     # the reference counts what its rules add under the anomaly's name (Findings.messages / positions / count)
-    rules = ("reference.py", "polls.py", "shares.py")  # the reference's own module, and the sequences' and shares' it calls
+    # the reference's own module, and the sequences' and the share group's it calls
+    rules = ("reference.py", "polls.py", "shares.py")
     assert any(anomaly in code_strings(ROOT / "checkers" / name) for name in rules), (
         f"{anomaly}: no rule in checkers/reference.py or checkers/polls.py records it")
 
