@@ -110,26 +110,32 @@ ANOMALY_LIST = (
             "earlier delivery that the client reported done (counted per record)", VIOLATION,
             role="share_consumers", lead=17, verb="gave {n} records out again after the share group accepted them",
             denominator=(("share_deliveries",), "share deliveries")),
-    Anomaly("share_over_delivered", "a record given to members more times than the share group's delivery limit, "
-            "by its delivery count or by the deliveries seen (counted per record)", VIOLATION,
+    Anomaly("share_over_delivered", "a record given to a member at a delivery count above the share group's "
+            "delivery limit (counted per record)", VIOLATION,
             role="share_consumers", lead=18, verb="gave {n} records out more often than the delivery limit",
             denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_redelivered_released", "a delivery after a RELEASE of the delivery before it, reported done: "
             "counted, not a violation", COUNTED, role="share_consumers", summary=None,
             denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_redelivered_failed_ack", "a delivery after an acknowledgement of the delivery before it that "
-            "the client reported failed or never answered: counted, not a violation", COUNTED,
+            "the client had reported failed (or unanswered) by then: counted, not a violation", COUNTED,
             role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
-    Anomaly("share_redelivered_expired", "a delivery after one that was never acknowledged (its member crashed or "
-            "stalled past its acquisition lock): counted, not a violation", COUNTED, role="share_consumers",
-            summary=None, denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_redelivered_expired", "a delivery after one whose acknowledgement its client had not reported by "
+            "then, or never (its member crashed or stalled past its acquisition lock): counted, not a violation",
+            COUNTED, role="share_consumers", summary=None,
+            denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_delivery_count_repeated", "a delivery at a delivery count not above the one before it: the "
+            "brokers forgot a delivery (KIP-932 keeps acquisitions in the share-partition leader's memory, so a "
+            "leader that crashes loses its in-flight deliveries); counted, not a violation", COUNTED,
+            role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_archived", "a record whose last delivery was at the delivery limit and not accepted or rejected: "
             "archived by the brokers, never delivered again (counted, not a violation)", COUNTED,
             role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
-    Anomaly("share_settled_unseen", "a record members were given but never settled, below its partition's "
-            "share-partition start offset once the members stopped: the brokers settled it in a delivery no member "
-            "reported (counted, not a violation)", COUNTED, role="share_consumers", summary=None,
-            denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_settled_unseen", "a record members were given but never settled as they report it, below its "
+            "partition's share-partition start offset once the members stopped: the brokers settled it without a "
+            "word to the members (took an acknowledgement the client reported failed, or archived it after a "
+            "delivery at the limit to a member that crashed before its poll returned it); counted, not a violation",
+            COUNTED, role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("unknown", "sends of status unknown (may or may not have been written): found or not found, reported "
             "with their counts, never called lost", COUNTED, summary=None, denominator=(("sent",), "sends")),
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",

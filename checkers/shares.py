@@ -10,8 +10,16 @@ one after the first is a redelivery, explained by the delivery before it:
   record was settled, and may never come again (``share_redelivered_after_accept``);
 - a RELEASE reported done (``share_redelivered_released``), an acknowledgement
   reported failed or never answered (``share_redelivered_failed_ack``), or no
-  acknowledgement at all, the member having crashed or stalled past its lock
-  (``share_redelivered_expired``): at-least-once redelivery, counted.
+  acknowledgement reported by the time of the redelivery, the member having
+  crashed or stalled past its lock (``share_redelivered_expired``):
+  at-least-once redelivery, counted.
+
+A redelivery whose delivery count is not above the one before it
+(``share_delivery_count_repeated``, counted) is one the brokers gave out
+again after forgetting a delivery: KIP-932 keeps an acquisition in the
+share-partition leader's memory only, so a leader that crashes loses its
+in-flight deliveries, and the record may then be delivered once more than
+its count says.
 
 A record is settled when some acknowledgement of it was an ACCEPT or REJECT
 reported done, or when it was delivered the group's limit of times (archived
@@ -22,9 +30,10 @@ end of the run: an acknowledged one never delivered is ``share_lost``; one
 delivered but never settled is ``share_unsettled`` at or above the start offset
 the brokers gave for its partition once the members stopped (they have not
 settled it either), or ``share_settled_unseen`` below it (the brokers settled
-it in a delivery no member reported: one given to a member that crashed before
-its poll returned it, at the limit). A record delivered more times than the
-limit, by its count or by the deliveries seen, is ``share_over_delivered``.
+it without a word to the members: they took an acknowledgement the client
+reported failed, or archived the record after a delivery at the limit to a
+member that crashed before its poll returned it). A record delivered more times than the
+limit by the brokers' own count is ``share_over_delivered``.
 """
 
 from __future__ import annotations
@@ -49,8 +58,10 @@ SETTLING = ("accept", "reject")
 AFTER_SETTLED, AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING = (
     "share_redelivered_after_accept", "share_redelivered_released", "share_redelivered_failed_ack",
     "share_redelivered_expired")
+# a delivery whose count is not above the one before it: the brokers forgot a delivery
+REPEATED = "share_delivery_count_repeated"
 # anomalies counted per delivery; the others per record
-PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING)
+PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, REPEATED)
 
 Record = tuple[str, int, int]  # topic, partition, offset
 _intern = sys.intern
@@ -94,6 +105,7 @@ class Delivery(NamedTuple):
     ack: str | None      # None: no acknowledgement reported
     result: str | None
     line: int
+    ack_ns: int | None = None  # when the client reported what came of the acknowledgement
 
 
 class ShareFindings(NamedTuple):
@@ -123,21 +135,27 @@ def share_settings(events: Iterable[dict[str, Any]]) -> tuple[int | None, dict[t
 
 
 def deliveries_of(lines: Iterable[ShareLine]) -> tuple[dict[Record, list[Delivery]], int]:
-    """Each record's deliveries in time order (then by delivery count), each with its acknowledgement (the last
-    one reported for that member and delivery count), and how many deliveries there were."""
-    acks: dict[tuple[str, Record, int], ShareLine] = {}
+    """Each record's deliveries in time order (then by delivery count, member and line), each with its
+    acknowledgement, and how many deliveries there were. An acknowledgement belongs to the latest delivery before
+    it (in file order) with its member, record and delivery count: after a share-partition leader crash the
+    brokers may give a member the same record at the same count again (a second acknowledgement of one delivery
+    replaces the first)."""
     delivered: list[ShareLine] = []
+    acks: list[ShareLine | None] = []
+    latest: dict[tuple[str, Record, int], int] = {}
     for s in lines:
+        key = (s.member, (s.topic, s.partition, s.offset), s.delivery)
         if s.kind == DELIVERED:
+            latest[key] = len(delivered)
             delivered.append(s)
-        else:
-            acks[(s.member, (s.topic, s.partition, s.offset), s.delivery)] = s
+            acks.append(None)
+        elif key in latest:
+            acks[latest[key]] = s
     records: dict[Record, list[Delivery]] = defaultdict(list)
-    for s in delivered:
-        record = (s.topic, s.partition, s.offset)
-        a = acks.get((s.member, record, s.delivery))
-        records[record].append(Delivery(s.time_ns, s.delivery, s.member, None if a is None else a.ack,
-                                        None if a is None else a.result, s.line))
+    for s, a in zip(delivered, acks):
+        records[(s.topic, s.partition, s.offset)].append(
+            Delivery(s.time_ns, s.delivery, s.member, None if a is None else a.ack, None if a is None else a.result,
+                     s.line, None if a is None else a.time_ns))
     for ds in records.values():
         ds.sort(key=lambda d: (d.time_ns, d.delivery, d.member, d.line))
     return records, len(delivered)
@@ -147,13 +165,16 @@ def settles(d: Delivery) -> bool:
     return d.ack in SETTLING and d.result == "ok"
 
 
-def after(d: Delivery) -> str:
-    """The redelivery anomaly of a delivery that came after ``d``."""
-    if d.ack is None:
+def after(before: Delivery, d: Delivery) -> str:
+    """The redelivery anomaly of ``d``, which came after ``before``: an ACCEPT or REJECT reported done settled the
+    record whenever it was reported; otherwise what the client had reported by the time of ``d`` explains it, and
+    nothing reported by then means the lock had expired (a member stalled, or crashed, and acknowledged late or
+    never)."""
+    if settles(before):
+        return AFTER_SETTLED
+    if before.ack is None or (before.ack_ns is not None and before.ack_ns > d.time_ns):
         return AFTER_NOTHING
-    if d.result != "ok":
-        return AFTER_FAILED
-    return AFTER_SETTLED if d.ack in SETTLING else AFTER_RELEASE
+    return AFTER_FAILED if before.result != "ok" else AFTER_RELEASE
 
 
 def share_findings(lines: list[ShareLine], events: list[dict[str, Any]],
@@ -169,13 +190,15 @@ def share_findings(lines: list[ShareLine], events: list[dict[str, Any]],
         return ShareFindings(records, redeliveries, 0)
     by_record, count = deliveries_of(lines)
     for record, ds in by_record.items():
-        for before in ds[:-1]:
-            anomaly = after(before)
+        for before, d in zip(ds, ds[1:]):
+            anomaly = after(before, d)
             if anomaly == AFTER_SETTLED:
                 records[anomaly].add(record)
             else:
                 redeliveries[anomaly] += 1
-        if len({d.delivery for d in ds}) > limit or max(d.delivery for d in ds) > limit:
+            if d.delivery <= before.delivery:
+                redeliveries[REPEATED] += 1
+        if max(d.delivery for d in ds) > limit:
             records["share_over_delivered"].add(record)
         last = ds[-1]
         if last.delivery >= limit and not settles(last):

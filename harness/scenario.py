@@ -533,9 +533,11 @@ class Scenario(Strict):
 
     @property
     def java_client_releases(self) -> list[str]:
-        """Every kafka-clients release some Java role runs, each once, in role order: the Java program is built
-        against each before the cluster starts."""
+        """Every kafka-clients release some Java role runs, each once, in role order, and the cluster's when a share
+        group asks the brokers for its offsets: the Java program is built against each before the cluster starts."""
         releases = [v or self.cluster.kafka_version for client, v in self.workload.role_releases if client == "java"]
+        if self.workload.share_consumers is not None:  # the brokers' word on a share group comes through it
+            releases.append(self.cluster.kafka_version)
         return list(dict.fromkeys(releases))
 
     def _transactions_possible(self) -> None:

@@ -29,7 +29,8 @@ from catalogue.anomalies import (ANOMALY_LIST, COUNTED, EXTRA_COUNTS, IF_IDEMPOT
 from catalogue.exits import EXIT_MEANINGS
 from catalogue.faults import FAULT_KINDS
 from catalogue.history import (EVENT_FIELDS, LINE_FIELDS, LIVE_READ_FIELDS, PIPELINE_READ_FIELDS, READ_FIELDS,
-                               SEND_FIELDS, SEND_STATUS_ALIASES, SEND_STATUSES, TXN_FIELDS, TXN_OUTCOMES)
+                               SEND_FIELDS, SEND_STATUS_ALIASES, SEND_STATUSES, SHARE_ACKS, SHARE_FIELDS,
+                               SHARE_RESULTS, TXN_FIELDS, TXN_OUTCOMES)
 from faults.registry import FAULTS
 from faults.targets import CLIENT_TARGETS, NODE_TARGETS, TARGET_HELP
 from harness.scenario import Scenario
@@ -175,7 +176,9 @@ def history_page() -> str:
             for old, new in SEND_STATUS_ALIASES.items())),
         ("`history/reads.jsonl`", fields(READ_FIELDS) + f"; a live read also {fields(LIVE_READ_FIELDS)}, a pipeline's "
          f"output record also {fields(PIPELINE_READ_FIELDS)}"),
-        ("`history/txns.jsonl`", fields(TXN_FIELDS) + f"; outcome one of {fields(TXN_OUTCOMES)}")])
+        ("`history/txns.jsonl`", fields(TXN_FIELDS) + f"; outcome one of {fields(TXN_OUTCOMES)}"),
+        ("`history/shares.jsonl`", "; ".join(f"`kind` {kind}: {fields(names)}" for kind, names in SHARE_FIELDS.items())
+         + f"; ack one of {fields(SHARE_ACKS)}, result one of {fields(SHARE_RESULTS)}")])
     events = table(("`kind`", "fields"), [(f"`{k}`", fields(v)) for k, v in EVENT_FIELDS.items()])
     lines = table(("tag", "fields"), [(f"`{k}`", fields(v)) for k, v in LINE_FIELDS.items()])
     exits = table(("exit code", "means"), [(str(code), meaning) for code, meaning in EXIT_MEANINGS.items()])

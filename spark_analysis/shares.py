@@ -3,9 +3,10 @@
 shares.jsonl is read by the reference's reader in the driver (its lines are
 far fewer than the sends and reads: one per delivery and one per
 acknowledgement) and handed to Spark as one table. Each
-delivery is joined to its acknowledgement (the last line for its member,
-record and delivery count), and one window per record in time order gives
-each delivery the one before it: what that came to names the redelivery.
+acknowledgement finds its delivery (the latest before it with its member,
+record and delivery count: one window), and one window per record in time
+order gives each delivery the one before it: what that came to names the
+redelivery, and a count not above its own says a delivery was forgotten.
 Per record, the aggregates say whether it was settled, delivered past the
 limit or archived; the read_uncommitted final read (the encoded reads) says
 which records should have been settled, the acknowledged sends which of them
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkers.shares import (AFTER_FAILED, AFTER_NOTHING, AFTER_RELEASE, AFTER_SETTLED, PER_DELIVERY, SETTLING,
-                             SHARE_ANOMALIES, SHARE_TALLY, Delivery, ShareLine, share_example, share_settings)
+from checkers.shares import (AFTER_FAILED, AFTER_NOTHING, AFTER_RELEASE, AFTER_SETTLED, PER_DELIVERY, REPEATED,
+                             SETTLING, SHARE_ANOMALIES, SHARE_TALLY, Delivery, ShareLine, share_example,
+                             share_settings)
 from spark_analysis.encode import OK, Names
 
 if TYPE_CHECKING:
@@ -30,9 +32,9 @@ SCHEMA = ("kind string, member string, topic string, `partition` bigint, `offset
 RECORD = ("topic", "partition", "offset")
 SETTLES = f"(ack IN ({', '.join(repr(a) for a in SETTLING)}) AND result = 'ok')"
 # what the delivery before a redelivery came to (checkers/shares.py ``after``)
-AFTER_SQL = (f"CASE WHEN prev_ack IS NULL THEN '{AFTER_NOTHING}' WHEN prev_result <> 'ok' THEN '{AFTER_FAILED}' "
-             f"WHEN prev_ack IN ({', '.join(repr(a) for a in SETTLING)}) THEN '{AFTER_SETTLED}' "
-             f"ELSE '{AFTER_RELEASE}' END")
+AFTER_SQL = (f"CASE WHEN prev_ack IN ({', '.join(repr(a) for a in SETTLING)}) AND prev_result = 'ok' "
+             f"THEN '{AFTER_SETTLED}' WHEN prev_ack IS NULL OR prev_ack_ns > time_ns THEN '{AFTER_NOTHING}' "
+             f"WHEN prev_result <> 'ok' THEN '{AFTER_FAILED}' ELSE '{AFTER_RELEASE}' END")
 
 
 def no_shares() -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
@@ -52,15 +54,23 @@ def share_findings(spark: "SparkSession", lines: list[ShareLine], events: list[d
         return no_shares()
     table = spark.createDataFrame([tuple(line) for line in lines], SCHEMA)  # by position: ShareLine names it line
     keys = ["member", *RECORD, "delivery"]
-    last_ack = Window.partitionBy(*keys).orderBy(F.desc("_line"))
-    acks = (table.filter("kind = 'acknowledged'").withColumn("_n", F.row_number().over(last_ack))
-            .filter("_n = 1").select(*keys, "ack", "result"))
+    # an acknowledgement belongs to the latest delivery before it with its member, record and count; the last
+    # acknowledgement of a delivery counts
+    before = Window.partitionBy(*keys).orderBy("_line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    owned = (table.withColumn("_owner", F.last(F.expr("CASE WHEN kind = 'delivered' THEN _line END"),
+                                               ignorenulls=True).over(before))
+             .filter("kind = 'acknowledged' AND _owner IS NOT NULL"))
+    acks = (owned.withColumn("_n", F.row_number().over(Window.partitionBy("_owner").orderBy(F.desc("_line"))))
+            .filter("_n = 1").selectExpr("_owner AS _line", "ack", "result", "time_ns AS ack_ns"))
     order = Window.partitionBy(*RECORD).orderBy("time_ns", "delivery", "member", "_line")
     deliveries = (table.filter("kind = 'delivered'").select(*keys, "time_ns", "_line")
-                  .join(acks, keys, "left")
+                  .join(acks, "_line", "left")
                   .withColumn("prev_ack", F.lag("ack").over(order))
                   .withColumn("prev_result", F.lag("result").over(order))
+                  .withColumn("prev_ack_ns", F.lag("ack_ns").over(order))
                   .withColumn("redelivery", F.lag("_line").over(order).isNotNull())
+                  .withColumn("prev_delivery", F.lag("delivery").over(order))
+                  .withColumn("repeated", F.expr("coalesce(delivery <= prev_delivery, false)"))
                   .withColumn("settles", F.expr(f"coalesce({SETTLES}, false)"))
                   .withColumn("_last", F.row_number().over(order.orderBy(F.desc("time_ns"), F.desc("delivery"),
                                                                             F.desc("member"), F.desc("_line")))))
@@ -77,19 +87,21 @@ def _judge(spark: "SparkSession", deliveries: "DataFrame", limit: int, starts: d
     from pyspark.sql import functions as F
 
     counts = {SHARE_TALLY: 0, **{a: 0 for a in SHARE_ANOMALIES}}
-    for r in deliveries.groupBy("after").count().collect():
-        counts[SHARE_TALLY] += r["count"]
+    for r in deliveries.groupBy("after").agg(F.count(F.lit(1)).alias("n"),
+                                             F.sum(F.col("repeated").cast("int")).alias("repeated")).collect():
+        counts[SHARE_TALLY] += r["n"]
+        counts[REPEATED] += r["repeated"] or 0
         if r["after"] in PER_DELIVERY:
-            counts[r["after"]] = r["count"]
+            counts[r["after"]] = r["n"]
     per_record = deliveries.groupBy(*RECORD).agg(
         F.max(F.expr(f"after = '{AFTER_SETTLED}'")).alias("after_settled"),
-        F.countDistinct("delivery").alias("distinct_deliveries"), F.max("delivery").alias("max_delivery"),
+        F.max("delivery").alias("max_delivery"),
         F.max("settles").alias("any_settles"),
         F.max(F.expr("CASE WHEN _last = 1 THEN delivery END")).alias("last_delivery"),
         F.max(F.expr("_last = 1 AND settles")).alias("last_settles"))
     flagged = per_record.selectExpr(
         *RECORD, "coalesce(after_settled, false) AS share_redelivered_after_accept",
-        f"(distinct_deliveries > {limit} OR max_delivery > {limit}) AS share_over_delivered",
+        f"max_delivery > {limit} AS share_over_delivered",
         f"(last_delivery >= {limit} AND NOT last_settles) AS share_archived",
         f"NOT (any_settles OR max_delivery >= {limit}) AS unsettled")
     topics = spark.createDataFrame([(i, t) for i, t in enumerate(names.topics)], "tid int, topic string")
@@ -136,7 +148,7 @@ def examples(spark: "SparkSession", deliveries: "DataFrame", reads: "DataFrame",
     for r in (deliveries.join(records, list(RECORD), "left_semi")
               .orderBy("time_ns", "delivery", "member", "_line").collect()):
         found.setdefault((r["topic"], r["partition"], r["offset"]), []).append(
-            Delivery(r["time_ns"], r["delivery"], r["member"], r["ack"], r["result"], 0))
+            Delivery(r["time_ns"], r["delivery"], r["member"], r["ack"], r["result"], 0, r["ack_ns"]))
     return {**{a: [] for a in SHARE_ANOMALIES},
             **{a: [share_example(rec, messages.get(rec, (None, None)), found.get(rec, [])) for rec in rs]
                for a, rs in chosen.items()}}

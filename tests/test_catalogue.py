@@ -27,6 +27,7 @@ from harness.scenario import load_scenario
 from checkers.polls import SEND_ANOMALY, SEQUENCE_ANOMALIES
 from spark_analysis.checker import TXN_COUNTS, spark_counts
 from spark_analysis.polls import ANOMALY_SQL
+from spark_analysis.shares import AFTER_SQL, no_shares
 from spark_analysis.judge import (FLAGS, TXN_METRICS, Pipeline, PositionCounts, Scope, message_counts, message_metrics,
                                   position_metrics)
 from verdicts.expect import MET, UNMET, Assessment
@@ -81,6 +82,10 @@ def test_every_anomaly_is_an_aggregate_of_the_spark_checker() -> None:
     assert set(TXN_COUNTS) == set(txn_row)
     # the sequences' counts, by the names spark_analysis/polls.py's SQL gives its findings
     sequences = {name: 1 for name in SEQUENCE_ANOMALIES if f"'{name}'" in ANOMALY_SQL or name == SEND_ANOMALY}
+    # the share group's, by the names spark_analysis/shares.py counts (a redelivery's by AFTER_SQL's names)
+    sequences |= {name: 1 for name in no_shares()[0]}
+    assert all(f"'{name}'" in AFTER_SQL for name in ("share_redelivered_released", "share_redelivered_failed_ack",
+                                                     "share_redelivered_expired", "share_redelivered_after_accept"))
     counts = spark_counts(mc, pc, {name: txn_row[name] for name in TXN_COUNTS}, out_of_order=7,
                           hanging={("t", 0): {}, ("t", 1): {}}, promises=Promises(idempotent=True, ordered=True),
                           sequences=sequences)

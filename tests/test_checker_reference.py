@@ -61,8 +61,9 @@ def write_jsonl(path: Path, lines: list[dict[str, Any] | str]) -> None:
 
 
 def make_run(tmp_path: Path, sends: list, reads: list | None = None, events: list | None = None,
-             scenario: dict[str, Any] | str | None = None, txns: list | None = None) -> Path:
-    """A run directory with a history; reads/events/txns None: that file is not written."""
+             scenario: dict[str, Any] | str | None = None, txns: list | None = None,
+             shares: list | None = None) -> Path:
+    """A run directory with a history; reads/events/txns/shares None: that file is not written."""
     history = tmp_path / "history"
     history.mkdir(parents=True)
     write_jsonl(history / "sends.jsonl", sends)
@@ -70,6 +71,8 @@ def make_run(tmp_path: Path, sends: list, reads: list | None = None, events: lis
         write_jsonl(history / "txns.jsonl", txns)
     if reads is not None:
         write_jsonl(history / "reads.jsonl", reads)
+    if shares is not None:
+        write_jsonl(history / "shares.jsonl", shares)
     if events is not None:
         write_jsonl(history / "events.jsonl", events)
     if scenario is not None:

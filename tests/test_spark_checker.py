@@ -45,6 +45,8 @@ from test_anomaly_ranges import GROUPING_CASES, RANGES_HISTORY_EXPECTED, S, rang
 from test_checker_reference import clean, committed, final_read, make_run, purged_but_present, read, send, write_jsonl
 from test_checker_transactions import CASES as TXN_CASES, cread, final_reads, tsend, txn, uread
 from test_polls import POLL_CASES
+from test_shares import SHARE_CASES
+from checkers.shares import SHARE_ANOMALIES
 
 TOPIC = "t"
 PROMISES = {
@@ -246,6 +248,15 @@ def test_consumer_and_producer_sequences_agree(spark: Any, tmp_path: Path) -> No
     results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **history))
     assert all(results["counts"][a] for a in ("poll_skipped", "poll_nonmonotonic", "poll_skipped_rebalance",
                                               "poll_nonmonotonic_rebalance", "send_nonmonotonic"))
+
+
+def test_share_groups_agree(spark: Any, tmp_path: Path) -> None:
+    """test_shares.py's planted histories, each on topics and producers of its own, checked as one history."""
+    cases = [SHARE_CASES[name] for name in sorted(SHARE_CASES)]
+    history = {kind: [line for i, case in enumerate(cases) for line in apart(i, case.get(kind, []))]
+               for kind in ("sends", "reads", "events", "shares")}
+    results = agree(spark, run_dir(tmp_path, PROMISES["idempotent"], **history))
+    assert all(results["counts"][a] for a in SHARE_ANOMALIES)
 
 
 @pytest.mark.parametrize("name", ["divergent", "ten_reads", "twenty_smallest", "repeated_sends", "unexpected"])

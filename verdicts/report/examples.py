@@ -61,6 +61,15 @@ def describe_examples(results: dict[str, Any], faults: list[dict[str, Any]],
                         f"after {ex.get('previous_offset')}")
                 last = [r["time_ns"] for r in ex.get("reads") or [] if isinstance(r.get("time_ns"), int)]
                 detail = fault_context(last[-1] if last else None, faults)
+            elif "deliveries" in ex:  # a share group's record (share_*): its deliveries and what came of each
+                what = (f"{ex.get('topic')}-{ex.get('partition')} @ offset {ex.get('offset')} "
+                        f"({ex.get('producer')}/{ex.get('seq')})")
+                given = ex.get("deliveries") or []
+                detail = "; ".join(f"{d.get('member')} #{d.get('delivery')} at {seconds_text(d.get('time_ns'))}: "
+                                   f"{d.get('ack') or 'no acknowledgement'}"
+                                   + (f" {d.get('result')}" if d.get("ack") else "") for d in given)
+                context = fault_context(given[-1].get("time_ns") if given else None, faults)
+                detail = (detail or "never given to a member") + (f" ({context})" if context else "")
             elif "offset" in ex and "partition" in ex:  # a position (divergent, foreign unexpected)
                 what = f"{ex.get('topic')}-{ex.get('partition')} @ offset {ex.get('offset')}"
                 if not ex.get("send"):  # two reads disagree: when the first was made
