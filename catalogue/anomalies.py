@@ -103,7 +103,8 @@ ANOMALY_LIST = (
             verb="never gave {n} of {d} acknowledged records to the share group", denominator=ACKED),
     Anomaly("share_unsettled", "a record of the final read that members were given but never settled (no ACCEPT or "
             "REJECT reported done, fewer deliveries than the limit), at or above its partition's share-partition "
-            "start offset once the members stopped: the brokers had not settled it either (counted per record)",
+            "start offset once the members stopped, the brokers' lag there not 0: they had not settled it either "
+            "(counted per record)",
             VIOLATION, role="share_consumers", unverified=UNBOUNDED, lead=16,
             verb="left {n} of {d} acknowledged records unsettled in the share group", denominator=ACKED),
     Anomaly("share_redelivered_after_accept", "a record given to a member again after an ACCEPT or REJECT of an "
@@ -132,10 +133,12 @@ ANOMALY_LIST = (
             "archived by the brokers, never delivered again (counted, not a violation)", COUNTED,
             role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_settled_unseen", "a record members were given but never settled as they report it, below its "
-            "partition's share-partition start offset once the members stopped: the brokers settled it without a "
-            "word to the members (took an acknowledgement the client reported failed, or archived it after a "
-            "delivery at the limit to a member that crashed before its poll returned it); counted, not a violation",
-            COUNTED, role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
+            "partition's share-partition start offset once the members stopped, or in a partition whose lag the "
+            "brokers said was 0: the brokers settled it without a "
+            "word to the members (took an acknowledgement whose member crashed before its client answered, or one "
+            "the client reported failed; or archived the record after a delivery at the limit that a crashed "
+            "member's client had fetched but not returned); counted, not a violation", COUNTED,
+            role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("unknown", "sends of status unknown (may or may not have been written): found or not found, reported "
             "with their counts, never called lost", COUNTED, summary=None, denominator=(("sent",), "sends")),
     Anomaly("aborted_read", "a read_committed read of a message whose transaction aborted or never committed",

@@ -29,10 +29,12 @@ share group reads uncommitted unless told otherwise) should be settled by the
 end of the run: an acknowledged one never delivered is ``share_lost``; one
 delivered but never settled is ``share_unsettled`` at or above the start offset
 the brokers gave for its partition once the members stopped (they have not
-settled it either), or ``share_settled_unseen`` below it (the brokers settled
-it without a word to the members: they took an acknowledgement the client
-reported failed, or archived the record after a delivery at the limit to a
-member that crashed before its poll returned it). A record delivered more times than the
+settled it either), or ``share_settled_unseen`` below it or where they said
+nothing of the partition was unsettled (lag 0) (the brokers settled
+it without a word to the members: they took an acknowledgement whose member
+crashed before its client answered, or one the client reported failed; or
+archived the record after a delivery at the limit that a crashed member's
+client had fetched but not returned). A record delivered more times than the
 limit by the brokers' own count is ``share_over_delivered``.
 """
 
@@ -64,6 +66,7 @@ REPEATED = "share_delivery_count_repeated"
 PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, REPEATED)
 
 Record = tuple[str, int, int]  # topic, partition, offset
+ALL_SETTLED = 2**63 - 1  # the brokers' word that no record of a partition is unsettled, as an offset
 _intern = sys.intern
 
 
@@ -123,14 +126,16 @@ class ShareFindings(NamedTuple):
 
 
 def share_settings(events: Iterable[dict[str, Any]]) -> tuple[int | None, dict[tuple[str, int], int]]:
-    """The share group's delivery limit (None: the run had no share group) and the brokers' start offset of each
-    (topic, partition) once the members stopped."""
+    """The share group's delivery limit (None: the run had no share group) and, per (topic, partition), the offset
+    below which the brokers said every record was settled once the members stopped: the share-partition start
+    offset, or past any offset when they said nothing above it was unsettled (lag 0; the start offset moves on
+    lazily)."""
     limit, starts = None, {}
     for e in events:
         if e.get("kind") == "share-group":
             limit = int(e["delivery_limit"])
         elif e.get("kind") == "share-offsets":
-            starts[(e["topic"], int(e["partition"]))] = int(e["start_offset"])
+            starts[(e["topic"], int(e["partition"]))] = ALL_SETTLED if e.get("lag") == 0 else int(e["start_offset"])
     return limit, starts
 
 

@@ -54,7 +54,8 @@ def test_a_share_group_settles_every_record_and_the_history_says_how(tmp_path: P
     offsets = {e["partition"]: e for e in events if e["kind"] == "share-offsets"}
     ends = {e["partition"]: e["high_watermark"] for e in events if e["kind"] == "final-read"}
     assert set(offsets) == set(ends) == {0, 1, 2}
-    assert all(offsets[p]["start_offset"] == ends[p] for p in ends)  # the brokers settled the whole log too
+    # the brokers settled the whole log too: nothing above the start offset unsettled (it moves on lazily)
+    assert all(offsets[p]["lag"] == 0 and offsets[p]["start_offset"] <= ends[p] for p in ends)
     members = {e["process"] for e in events if e["kind"] == "client" and e["role"] == "share_consumer"}
     assert members == {"s0", "s1"}
     lines = [json.loads(line) for line in (outcome.run_dir / "history" / "shares.jsonl").read_text().splitlines()]

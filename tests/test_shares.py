@@ -36,19 +36,19 @@ def acked(offset: int, delivery: int, ack: str, time_ns: int, result: str = "ok"
             "error": None if result == "ok" else "InvalidRecordStateException", "time_ns": time_ns}
 
 
-def group(starts: dict[int, int] | None = None) -> list[dict[str, Any]]:
-    """The share-group event, and the brokers' start offsets per partition once the members stopped."""
+def group(starts: dict[int, int] | None = None, lag: int | None = 1) -> list[dict[str, Any]]:
+    """The share-group event, and the brokers' start offsets (and lag) per partition once the members stopped."""
     return [{"kind": "share-group", "group": "sg", "topic": TOPIC, "delivery_limit": LIMIT, "lock_ms": 5000,
              "time_ns": 0},
             *({"kind": "share-offsets", "group": "sg", "topic": TOPIC, "partition": p, "start_offset": o,
-               "lag": 0, "time_ns": 100} for p, o in (starts or {}).items())]
+               "lag": lag, "time_ns": 100} for p, o in (starts or {}).items())]
 
 
-def shared(n: int, shares: list[dict[str, Any]], starts: dict[int, int] | None = None) -> Lines:
+def shared(n: int, shares: list[dict[str, Any]], starts: dict[int, int] | None = None, lag: int | None = 1) -> Lines:
     """p0's n acknowledged messages at offsets 0..n-1, all in the final read, and these share lines."""
     h = clean(n)
     h["reads"] = [r for r in h["reads"] if r["phase"] == "final"]
-    h["events"] = [e for e in h["events"] if e["kind"] == "final-read"] + group(starts)
+    h["events"] = [e for e in h["events"] if e["kind"] == "final-read"] + group(starts, lag)
     h["shares"] = shares
     return h
 
@@ -95,6 +95,9 @@ SHARE_CASES: dict[str, Lines] = {
     # 1 not settled at all
     "left_unsettled": shared(2, [delivered(0, 1, 10), acked(0, 1, "release", 11),
                                  delivered(1, 1, 10), acked(1, 1, "release", 11)], starts={0: 1}),
+    # the same where the brokers said nothing above the start offset was unsettled (lag 0): both settled unseen
+    "left_with_no_lag": shared(2, [delivered(0, 1, 10), acked(0, 1, "release", 11),
+                                   delivered(1, 1, 10), acked(1, 1, "release", 11)], starts={0: 1}, lag=0),
     # the same with no word from the brokers: both unsettled
     "unsettled_with_no_start_offsets": shared(2, [delivered(0, 1, 10), acked(0, 1, "release", 11),
                                                   delivered(1, 1, 10), acked(1, 1, "release", 11)]),
@@ -123,6 +126,7 @@ def shares_of(results: dict[str, Any]) -> dict[str, int]:
     ("a_delivery_forgotten", {"share_redelivered_released": 2, "share_redelivered_failed_ack": 1,
                               "share_delivery_count_repeated": 1}),
     ("left_unsettled", {"share_settled_unseen": 1, "share_unsettled": 1}),
+    ("left_with_no_lag", {"share_settled_unseen": 2}),
     ("unsettled_with_no_start_offsets", {"share_unsettled": 2}),
     ("two_acknowledgements_of_one_delivery", {}),
 ])

@@ -39,6 +39,36 @@ public final class Child {
         return stopping;
     }
 
+    /** What a role does with each poll's answer (it may sleep: the application at work). */
+    @FunctionalInterface
+    public interface Batch<R> {
+        void handle(R records) throws InterruptedException;
+    }
+
+    /**
+     * Poll and handle each answer until the harness says stop. A Kafka client error that is not fatal is said on
+     * stderr and the poll tried again a moment ({@code backoffNanos}) later, as consumer.py drops librdkafka's
+     * error events: a broker fault is what kchaos is for, and the application polls on (a record it could not
+     * read is read again or never). A fatal one ends the role.
+     */
+    public <R> void pollUntilStopped(java.util.function.Supplier<R> poll, long backoffNanos, Batch<R> batch)
+            throws InterruptedException {
+        while (!stopping()) {
+            R records;
+            try {
+                records = poll.get();
+            } catch (org.apache.kafka.common.KafkaException e) {
+                if (isFatal(e)) {
+                    throw e;
+                }
+                System.err.println("poll: " + e);
+                sleep(backoffNanos);
+                continue;
+            }
+            batch.handle(records);
+        }
+    }
+
     /** Sleep up to {@code nanos}, waking early when asked to stop; returns {@link #stopping()}. */
     public boolean sleep(long nanos) {
         long deadline = System.nanoTime() + nanos;

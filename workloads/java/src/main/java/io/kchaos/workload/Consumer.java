@@ -66,24 +66,11 @@ public final class Consumer {
         try {
             consumer.subscribe(List.of(spec.str("topic")), new Assignments(child, partitions -> { }));
             child.hello("consumer", props);
-            while (!child.stopping()) {
-                ConsumerRecords<byte[], byte[]> records;
-                try {
-                    records = consumer.poll(POLL);
-                } catch (KafkaException e) {
-                    if (Child.isFatal(e)) {
-                        throw e;
-                    }
-                    // as consumer.py, which drops librdkafka's error events: a broker fault is what kchaos is
-                    // for, the application polls again (a record it could not read is read again or never)
-                    System.err.println("poll: " + e);
-                    child.sleep(POLL.toNanos() / 5);
-                    continue;
-                }
+            child.pollUntilStopped(() -> consumer.poll(POLL), POLL.toNanos() / 5, records -> {
                 if (!records.isEmpty()) {
                     process(consumer, records, manual, processingMs, child);
                 }
-            }
+            });
         } finally {
             consumer.close(CLOSE);   // leaves the group now; under auto commit it commits what was polled
         }

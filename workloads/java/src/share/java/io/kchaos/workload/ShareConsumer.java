@@ -51,22 +51,11 @@ public final class ShareConsumer {
             props.forEach((k, v) -> said.put(k, String.valueOf(v)));
             said.remove(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
             child.hello(said);
-            while (!child.stopping()) {
-                ConsumerRecords<byte[], byte[]> records;
-                try {
-                    records = consumer.poll(POLL);
-                } catch (KafkaException e) {
-                    if (Child.isFatal(e)) {
-                        throw e;
-                    }
-                    System.err.println("poll: " + e);
-                    child.sleep(POLL.toNanos() / 5);
-                    continue;
-                }
+            child.pollUntilStopped(() -> consumer.poll(POLL), POLL.toNanos() / 5, records -> {
                 if (!records.isEmpty()) {
                     process(consumer, records, seed, release, reject, processingMs, child);
                 }
-            }
+            });
         } finally {
             consumer.close(CLOSE);
         }
