@@ -267,7 +267,8 @@ def test_agree_when_files_are_read_by_many_tasks(spark: Any, both_formats: str, 
 
 def txn_run(tmp_path: Path, case: dict[str, Any], scenario: str | None = PROMISES["idempotent"]) -> Path:
     """A run directory of a transactional history (tests/test_checker_transactions.py's shape: txns too)."""
-    return make_run(tmp_path, case["sends"], case["reads"], case["events"], scenario=scenario, txns=case.get("txns"))
+    return make_run(tmp_path, case["sends"], case["reads"], case["events"], scenario=scenario, txns=case.get("txns"),
+                    shares=case.get("shares"))
 
 
 @pytest.mark.parametrize("name", sorted(TXN_CASES))
@@ -794,7 +795,15 @@ def everything_at_once() -> dict[str, list[Any]]:
                                                                                           (4, 2))),
     ]
     events = [final_read(0, high_watermark=17), final_read(1, complete=False, high_watermark=1), committed(6)]
-    return merge(merge({"sends": sends, "reads": reads, "events": events, "txns": []}, transactions()), pipelines())
+    return merge(merge(merge({"sends": sends, "reads": reads, "events": events, "txns": []}, transactions()),
+                       pipelines()), share_groups())
+
+
+def share_groups() -> dict[str, list[Any]]:
+    """test_shares.py's planted share histories, each on a topic and producer of its own (t.100, p0.100, ...)."""
+    cases = [SHARE_CASES[name] for name in sorted(SHARE_CASES)]
+    return {kind: [line for i, case in enumerate(cases, 100) for line in apart(i, case.get(kind, []))]
+            for kind in ("sends", "reads", "events", "shares")}
 
 
 def merge(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> dict[str, list[Any]]:
