@@ -197,6 +197,7 @@ class Judge:
         self.sends = winning_sends(history.sends, notes)
         self.history_sends, self.history_reads = history.sends, history.reads  # every line, in file order
         self.shares = history.shares
+        self.share_final: dict[Pos, tuple[str | None, int | None]] = {}  # set by run
         self.reads = index_reads(history.reads)
         self.complete = final_read_completeness(history.events)
         self.complete_committed = final_read_completeness(history.events, committed=True)
@@ -228,12 +229,14 @@ class Judge:
         self.judge_transactions()
         self.judge_pipelines()
         self.found.hanging = hanging_partitions(self.events, self.promises.hanging_after_ms)
-        self.found.shares = share_findings(self.shares, self.events, self.final_records(),
+        self.share_final = self.final_records()
+        self.found.shares = share_findings(self.shares, self.events, self.share_final,
                                            {m for m, s in self.sends.items() if s.status == OK}, self.complete)
         return self.found
 
     def final_records(self) -> dict[Pos, tuple[str | None, int | None]]:
-        """What the read_uncommitted final read found at each position (a share group's view of the log)."""
+        """What the read_uncommitted final read found at each position (a share group's view of the log), read
+        once by ``run`` (``share_final``): the share judgement and its examples both use it."""
         if not self.shares:
             return {}
         return {(r.topic, r.partition, r.offset): (r.producer, r.seq) for r in self.history_reads
@@ -675,7 +678,7 @@ def examples(history: History, judge: Judge, found: Findings) -> dict[str, list[
     found_examples["hanging_transaction"] = [found.hanging[part]
                                              for part in heapq.nsmallest(MAX_EXAMPLES, found.hanging)]
     found_examples |= poll_examples(history, found.polls)
-    found_examples |= share_examples(found.shares, history.shares, judge.final_records(), MAX_EXAMPLES)
+    found_examples |= share_examples(found.shares, history.shares, judge.share_final, MAX_EXAMPLES)
     return {a: found_examples[a] for a in ANOMALIES}
 
 

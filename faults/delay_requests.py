@@ -28,10 +28,13 @@ from clusters.node import Node
 from clusters.request_path import HeldRequest, RequestPathError
 from clusters.spec import ClusterSpec
 from faults.base import Fault, FaultError, FaultOptions, with_defaults
+from faults.targets import CLIENT_TARGETS, RANDOM_CLIENT
 
 log = logging.getLogger(__name__)
 
-ROLES = ("producer", "consumer", "pipeline", "share_consumer", "broker")
+# whose requests: each workload role that a client fault can target (their names are said once, there), and the
+# brokers' own
+ROLES = (*(t for t in CLIENT_TARGETS if t != RANDOM_CLIENT), "broker")
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator",
                   "group-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)

@@ -16,7 +16,8 @@ NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node"
                 "txn-coordinator", "group-coordinator")
 # a role's name targets a client of that role; "pipeline" and "share_consumer" are appended so the others keep
 # their order
-CLIENT_TARGETS = ("producer", "consumer", "random-client", "pipeline", "share_consumer")
+RANDOM_CLIENT = "random-client"  # any of them; every other client target names a role
+CLIENT_TARGETS = ("producer", "consumer", RANDOM_CLIENT, "pipeline", "share_consumer")
 TARGETS = NODE_TARGETS + CLIENT_TARGETS
 # what each target picks, one line: the documentation's fault reference is generated from it
 TARGET_HELP = {
@@ -83,6 +84,6 @@ def choose_clients(clients: Sequence[Client], target: str, rng: random.Random) -
     """One running workload process for ``target``; empty when none runs (e.g. no consumers)."""
     if target not in CLIENT_TARGETS:
         raise ValueError(f"unknown client target {target!r}; one of {', '.join(CLIENT_TARGETS)}")
-    role = None if target == "random-client" else target  # the others are roles
+    role = None if target == RANDOM_CLIENT else target  # the others are roles
     running = sorted((c for c in clients if c.running and role in (None, c.role)), key=lambda c: c.name)
     return [rng.choice(running)] if running else []

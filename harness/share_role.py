@@ -1,6 +1,6 @@
 """The share-group role (``workload.share_consumers``, KIP-932) as one part: its typed settings, what makes it
 impossible on a cluster or client, the group settings it gives the brokers, its processes and how the trial lets
-them finish. The trial reaches it only through :class:`RolePart` (harness/roles.py); the processes and their
+them finish. The trial reaches it only through :class:`RoleRun` (harness/roles.py); the processes and their
 lines are workloads/share_consumer.py's, the judgement checkers/shares.py's.
 """
 
@@ -136,8 +136,7 @@ def check(role: ShareConsumersModel, client: Library, release: str | None, broke
     elif release is not None and minor_of(release) < FIRST_CONFLUENT_KAFKA:
         raise ValueError(f"{WHERE}: confluent-kafka {release} has no share consumer ("
                          f"{FIRST_CONFLUENT_KAFKA[0]}.{FIRST_CONFLUENT_KAFKA[1]} or later, a preview)")
-    brokers.bounded(DELIVERY_LIMIT, role.delivery_limit, "delivery_limit")
-    brokers.bounded(LOCK_MS, role.lock_ms, "lock_ms")
+    group_settings(role, brokers)  # a limit or lock outside the brokers' bounds is refused there
 
 
 def group_settings(role: ShareConsumersModel, brokers: Brokers) -> dict[str, int]:
@@ -156,7 +155,7 @@ class ShareRun:
         self.role = role
         self.topic = topic
         self.direct = bootstrap   # the brokers' own listeners, set by prepare: asks never meet a request fault
-        self.kafka_version = brokers.kafka_version if client != "java" or release is None else release
+        self.kafka_version = brokers.kafka_version  # ShareOffsets' build: Scenario.java_client_releases has it
         self.history = history
         self.settings = group_settings(role, brokers)
         self.group_delivery_limit = brokers.group_delivery_limit

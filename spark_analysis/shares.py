@@ -125,11 +125,18 @@ def _judge(spark: "SparkSession", deliveries: "DataFrame", limit: int, starts: d
     rows = (flagged.select(*RECORD, *[F.col(a).cast("int").alias(a) for a in by_record if a not in from_final])
             .unionByName(judged.select(*RECORD, *[F.col(a).cast("int").alias(a) for a in from_final]),
                          allowMissingColumns=True))
-    chosen: dict[str, list[tuple[str, int, int]]] = {}
-    for a in by_record:
-        found = rows.filter(f"{a} = 1").select(*RECORD)
-        counts[a] = found.count()
-        chosen[a] = [tuple(r) for r in found.orderBy(*RECORD).limit(max_examples).collect()] if counts[a] else []
+    # persisted: the counts come in one job, and the examples of what was found from the same rows (the final
+    # read's joins run once)
+    rows = rows.persist()
+    try:
+        found = rows.agg(*[F.sum(F.coalesce(F.col(a), F.lit(0))).alias(a) for a in by_record]).collect()[0]
+        chosen: dict[str, list[tuple[str, int, int]]] = {}
+        for a in by_record:
+            counts[a] = int(found[a] or 0)
+            chosen[a] = [tuple(r) for r in rows.filter(f"{a} = 1").select(*RECORD).orderBy(*RECORD)
+                         .limit(max_examples).collect()] if counts[a] else []
+    finally:
+        rows.unpersist()
     return counts, examples(spark, deliveries, reads, names, topics, producers, chosen)
 
 
