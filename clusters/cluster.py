@@ -24,7 +24,7 @@ from typing import Any, Callable, TypeVar
 
 import docker
 import docker.errors
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 from testcontainers.core.config import testcontainers_config
@@ -70,6 +70,7 @@ class PartitionState:
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"   # the group coordinators' log (Topic.GROUP_METADATA_TOPIC_NAME)
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"  # the share coordinators' log (KIP-932)
 
 
 def java_hash(text: str) -> int:
@@ -105,6 +106,7 @@ class Cluster:
         self._zk: ZooKeeperMetadata | None = None
         # the request path's proxy (spec.request_path): started before the brokers, which advertise its ports
         self.request_path: RequestPath | None = None
+        self._topic_ids: dict[str, str] = {}
 
     # ------------------------------------------------------------------ start
 
@@ -444,6 +446,30 @@ class Cluster:
         creates it at the first FindCoordinator of a group).
         """
         return self._coordinator(CONSUMER_OFFSETS_TOPIC, group)
+
+    def share_coordinator(self, group: str, topic: str, partition: int) -> Node | None:
+        """The broker keeping the state of share group ``group``'s share partition ``topic``-``partition``: the
+        leader of its __share_group_state partition.
+
+        Kafka places a share partition on partition abs(key.hashCode()) mod the log's partition count, the key
+        being "group:topicId:partition" with the topic id in Kafka's base64 form (ShareCoordinatorService.
+        partitionFor, SharePartitionKey.asCoordinatorKey); None while that partition has no leader, the log
+        does not exist yet (the first share group's first fetch creates it) or the topic is unknown.
+        """
+        topic_id = self.topic_id(topic)
+        return None if topic_id is None else self._coordinator(SHARE_GROUP_STATE_TOPIC,
+                                                               f"{group}:{topic_id}:{partition}")
+
+    def topic_id(self, topic: str) -> str | None:
+        """``topic``'s id as Kafka prints it (base64, as in kafka-topics.sh --describe), asked once; None when
+        no broker answers with it."""
+        if topic not in self._topic_ids:
+            try:
+                described = self.admin().describe_topics(TopicCollection([topic]), request_timeout=5)
+                self._topic_ids[topic] = str(described[topic].result(timeout=10).topic_id)
+            except (KafkaException, TimeoutError):   # a future's timeout is the builtin since 3.11
+                return None
+        return self._topic_ids[topic]
 
     def _coordinator(self, log: str, key: str) -> Node | None:
         """The leader of the partition of the coordinators' ``log`` that holds ``key``; None without one."""

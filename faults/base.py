@@ -144,8 +144,10 @@ class Fault(ABC, Generic[Victim]):
     def choose(self, target: str) -> list[Victim]:
         """The nodes this application hits; empty when there is nothing to hit right now."""
         ids = [i for i in (getattr(c, "transactional_id", None) for c in self.clients) if i]
-        groups = [g for g in (getattr(c, "group", None) for c in self.clients) if g]  # consumers', pipelines'
-        nodes = choose_targets(self.cluster, self.topic, target, self.rng, transactional_ids=ids, group_ids=groups)
+        groups = [g for g in (getattr(c, "group", None) for c in self.clients) if g]  # consumers', pipelines', shares'
+        shares = [g for c in self.clients if c.role == "share_consumer" and (g := getattr(c, "group", None))]
+        nodes = choose_targets(self.cluster, self.topic, target, self.rng, transactional_ids=ids, group_ids=groups,
+                               share_groups=shares)
         return [n for n in nodes if n.running]  # type: ignore[misc]
 
     @abstractmethod

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # brokers' own
 ROLES = (*(t for t in CLIENT_TARGETS if t != RANDOM_CLIENT), "broker")
 BROKER_TARGETS = ("partition-leader", "random-broker", "majority-brokers", "all-brokers", "txn-coordinator",
-                  "group-coordinator")
+                  "group-coordinator", "share-coordinator")
 ANSWER_GRACE_S = 35   # after the last delivery, how long heal waits for the broker's answers (the proxy gives up at 30)
 
 
@@ -60,11 +60,8 @@ class RequestOptions(FaultOptions):
     @field_validator("apis")
     @classmethod
     def _apis(cls, apis: str) -> str:
-        from clusters.proxy.wire import api_key  # the wire protocol's tables load only when a scenario names APIs
-        if not _names(apis):
-            raise ValueError("must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
-        for name in _names(apis):
-            api_key(name)
+        from clusters.proxy.wire import api_list  # the wire protocol's tables load only when a scenario names APIs
+        api_list(apis)
         return apis
 
     @field_validator("roles")

@@ -1,6 +1,6 @@
-"""What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all, a transaction or
-group coordinator) or workload clients (a producer, a consumer, an exactly-once pipeline, a share group's member,
-any of them)."""
+"""What a fault hits: nodes (a partition's leader, the controller, random nodes, a majority, all, a transaction,
+group or share coordinator) or workload clients (a producer, a consumer, an exactly-once pipeline, a share group's
+member, any of them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from clusters.node import Node
 from workloads.client import Client
 
 NODE_TARGETS = ("partition-leader", "controller", "random-broker", "random-node", "majority-brokers", "all-brokers",
-                "txn-coordinator", "group-coordinator")
+                "txn-coordinator", "group-coordinator", "share-coordinator")
 # a role's name targets a client of that role; "pipeline" and "share_consumer" are appended so the others keep
 # their order
 RANDOM_CLIENT = "random-client"  # any of them; every other client target names a role
@@ -30,6 +30,9 @@ TARGET_HELP = {
     "txn-coordinator": "the transaction coordinator of one of the workload's transactional ids",
     "group-coordinator": "the group coordinator of the workload's consumer group (or the pipeline's, or the share "
                          "group's)",
+    "share-coordinator": "the share coordinator of a random partition of the workload's topic in the share group: "
+                         "the broker keeping its acknowledged state (the leader of its __share_group_state "
+                         "partition)",
     "producer": "a producer process at random",
     "consumer": "a consumer process at random",
     "random-client": "any workload process at random (the default of client faults)",
@@ -39,7 +42,8 @@ TARGET_HELP = {
 
 
 def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random,
-                   transactional_ids: Sequence[str] = (), group_ids: Sequence[str] = ()) -> list[Node]:
+                   transactional_ids: Sequence[str] = (), group_ids: Sequence[str] = (),
+                   share_groups: Sequence[str] = ()) -> list[Node]:
     """Pick nodes for ``target``; random choices come from ``rng`` so a seed reproduces them.
 
     ``txn-coordinator``: the broker coordinating one of ``transactional_ids``
@@ -47,6 +51,8 @@ def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random
     ``group-coordinator``: the broker coordinating one of ``group_ids`` (the
     consumers' group, the pipeline's), each group as likely however many
     processes it has; none while the workload has none.
+    ``share-coordinator``: the broker keeping the state of one partition of
+    ``topic`` in one of ``share_groups``, the partition picked at random.
     """
     brokers = sorted(cluster.brokers, key=lambda n: n.node_id)
     coordinators = {"txn-coordinator": (transactional_ids, cluster.transaction_coordinator),
@@ -56,6 +62,16 @@ def choose_targets(cluster: Cluster, topic: str, target: str, rng: random.Random
         if not keys:
             return []
         coordinator = coordinator_of(rng.choice(sorted(set(keys))))
+        return [coordinator] if coordinator is not None else []
+    if target == "share-coordinator":
+        if not share_groups:
+            return []
+        group = rng.choice(sorted(set(share_groups)))
+        try:
+            partitions = sorted(s.partition for s in cluster.partitions(topic))
+        except ClusterError:
+            return []
+        coordinator = cluster.share_coordinator(group, topic, rng.choice(partitions)) if partitions else None
         return [coordinator] if coordinator is not None else []
     if target == "partition-leader":
         try:

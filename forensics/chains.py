@@ -426,7 +426,8 @@ class TransactionExplainer:
                     self.reused[(r["producer"], r["txn"])].append({**r, "topic": c["topic"],
                                                                    "partition": c["partition"]})
         self.requests = sorted((e for e in events if e.get("kind") == "request" and e.get("released_ns") is not None
-                                and e.get("held_ns") is not None), key=lambda e: e["released_ns"])
+                                and e.get("held_ns") is not None and e.get("action") != "watched"),
+                               key=lambda e: e["released_ns"])
         self.txns = {(t["producer"], t["txn"]): t for t in txns}
         self.by_producer: dict[str, list[Event]] = defaultdict(list)
         for t in txns:

@@ -27,6 +27,7 @@ from clusters.cluster import Cluster
 from clusters.errors import ClusterError
 from clusters.java_build import JavaBuildError, ensure_built
 from clusters.kafka_transactions import ask_cluster
+from clusters.proxy.wire import api_list
 from clusters.segments import read_batches
 from clusters.topics import create_topic
 from faults.schedule import Nemesis
@@ -45,7 +46,7 @@ from workloads.confluent_release import ClientReleaseError, ensure_env
 from workloads.consumer import (ConsumerClient, high_watermarks, read_back, read_back_both, record_assignment,
                                 record_identity)
 from workloads.history import History, RunClock
-from workloads.observer import LeaderObserver, StableObserver, record_committed
+from workloads.observer import LeaderObserver, RequestWatch, StableObserver, record_committed
 from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
 from workloads.workload import Workload
@@ -215,6 +216,8 @@ class Trial:
         if pipeline is not None:
             self.topics[scenario.pipeline_output_topic] = scenario.topic.partitions
         self.stable = StableObserver(cluster, self.topics, history) if w.transactional else None
+        watched = scenario.cluster.watch_requests
+        self.watch = RequestWatch(cluster, api_list(watched), history) if watched else None
 
     def run(self) -> str | None:
         """Returns a harness error (a fault that failed, a workload process that died), or None."""
@@ -229,6 +232,8 @@ class Trial:
         library, binding = confluent_kafka.libversion()[0], confluent_kafka_release()
         self.history.event("client", client="librdkafka", version=library, binding=f"confluent-kafka {binding}",
                            role="harness", time_ns=self.history.clock.now_ns())  # its admin requests
+        if self.watch is not None:
+            self.watch.start()
         try:
             for part in self.parts:
                 part.prepare(self.cluster)
@@ -268,6 +273,8 @@ class Trial:
             for part in self.parts:
                 part.drain(ends, s.schedule.final_read_timeout_s)
         self.workload.stop_consumers()
+        if self.watch is not None:
+            self.watch.stop()
         self.observer.stop()
         self.observer.join()
         if self.workload.consumers:

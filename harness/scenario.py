@@ -96,6 +96,18 @@ class ClusterModel(Strict):
                                             "with roles broker can hold replica Fetch, WriteTxnMarkers and, with "
                                             "ZooKeeper, the controller's requests; KRaft's controller listener "
                                             "stays direct")
+    watch_requests: str | None = Field(None, description="Kafka APIs, comma-separated (ShareAcknowledge, "
+                                       "ShareFetch, ...): every such request of the workload's clients and the "
+                                       "broker's answer to it is a request event (action watched), with what a share "
+                                       "request acknowledged and what each partition answered; nothing is held")
+
+    @field_validator("watch_requests")
+    @classmethod
+    def _watched(cls, apis: str | None) -> str | None:
+        if apis is not None:
+            from clusters.proxy.wire import api_list  # the wire protocol's tables load only when a scenario names APIs
+            api_list(apis)
+        return apis
 
 
 class TopicModel(Strict):
@@ -588,8 +600,8 @@ class Scenario(Strict):
                                   (f"faults.{i}.then", fault.then.target if fault.then is not None else None)):
                 if target == "pipeline" and w.pipeline is None:
                     raise ValueError(f"{where}: target pipeline, but the workload has no pipeline")
-                if target == "share_consumer" and w.share_consumers is None:
-                    raise ValueError(f"{where}: target share_consumer, but the workload has no share consumers")
+                if target in ("share_consumer", "share-coordinator") and w.share_consumers is None:
+                    raise ValueError(f"{where}: target {target}, but the workload has no share consumers")
                 if target == "txn-coordinator" and not w.transactional:
                     raise ValueError(f"{where}: target txn-coordinator, but the workload has no transactions")
                 if (target == "group-coordinator" and w.consumers.count == 0 and w.pipeline is None
@@ -674,7 +686,7 @@ class Scenario(Strict):
                            zookeepers=c.zookeepers, controllers=c.controllers, data_size_mb=c.data_size_mb,
                            broker_config={k: _kafka_value(v) for k, v in c.broker_config.items()},
                            features=dict(c.features),
-                           request_path=c.inter_broker_request_path or any(
+                           request_path=c.inter_broker_request_path or c.watch_requests is not None or any(
                                FAULTS[f.kind].request_level
                                or (f.then is not None and FAULTS[f.then.kind].request_level)
                                for f in self.faults),

@@ -6,11 +6,13 @@ import json
 import random
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from catalogue.faults import FAULT_KINDS
-from clusters.cluster import (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Cluster, PartitionState,
+from clusters.cluster import (CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC, Cluster,
+                            PartitionState,
                               coordinator_partition, java_hash)
 from clusters.errors import ClusterError
 from faults.base import Fault, FaultError, FaultOptions
@@ -180,7 +182,9 @@ class Logs(Cluster):
 
 
 class GroupMember:
-    """A consumer or pipeline handle as a fault sees it: a group, maybe a transactional id."""
+    """A consumer or pipeline handle as a fault sees it: a role, a group, maybe a transactional id."""
+
+    role = "consumer"
 
     def __init__(self, group: str | None, transactional_id: str | None = None) -> None:
         self.group = group
@@ -212,6 +216,38 @@ def test_a_group_coordinator_fault_hits_the_coordinator_of_one_of_its_clients_gr
     cluster.nodes[2].running = False  # type: ignore[attr-defined]
     only = FAULTS["pause"](cluster, "t", random.Random(3), clients=clients[:1])  # type: ignore[arg-type]
     assert only.choose("group-coordinator") == []   # its coordinator is down: the schedule skips this time
+
+
+class ShareLogs(Logs):
+    """Logs with __share_group_state and a topic ``t`` of 6 partitions whose id Kafka prints as TOPIC_ID."""
+
+    TOPIC_ID = "EjRWeJCrze8P7cuph2VDIQ"   # Uuid(0x1234567890abcdef, 0x0fedcba987654321).toString()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(topics=(SHARE_GROUP_STATE_TOPIC,), **kwargs)
+        self.states["t"] = [PartitionState("t", p, 1, (1, 2, 3), (1, 2, 3)) for p in range(6)]
+
+    def topic_id(self, topic: str) -> str | None:
+        return self.TOPIC_ID if topic == "t" else None
+
+
+class ShareMember(GroupMember):
+    role = "share_consumer"
+
+
+def test_a_share_coordinator_fault_hits_the_broker_keeping_one_share_partitions_state() -> None:
+    cluster = ShareLogs()
+    # the state partition of each share partition: abs(hashCode("g:<topic id>:<p>")) % 50, led by that % 3 + 1
+    wanted = {p: coordinator_partition(f"g:{ShareLogs.TOPIC_ID}:{p}", 50) for p in range(6)}
+    assert [cluster.share_coordinator("g", "t", p).node_id for p in range(6)] == \
+        [q % 3 + 1 for q in wanted.values()]   # type: ignore[union-attr]
+    assert cluster.share_coordinator("g", "unknown", 0) is None
+    assert ShareLogs(leaderless=(wanted[0],)).share_coordinator("g", "t", 0) is None
+    members = [ShareMember("g"), ShareMember("g"), GroupMember("kchaos-app")]   # a consumer's group is not one
+    fault = FAULTS["kill"](cluster, "t", random.Random(5), clients=members)  # type: ignore[arg-type]
+    hit = {n.name for _ in range(60) for n in fault.choose("share-coordinator")}
+    assert hit == {f"broker{q % 3 + 1}" for q in wanted.values()}
+    assert choose_targets(cluster, "t", "share-coordinator", random.Random(1)) == []   # no share group
 
 
 def test_both_coordinators_are_node_targets_and_broker_targets_of_the_request_faults() -> None:

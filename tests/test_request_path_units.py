@@ -103,6 +103,40 @@ def test_a_write_txn_markers_request_says_which_transactions_and_partitions() ->
                                                    "partitions": ["t-0", "t-2"]}]}
 
 
+def test_a_share_acknowledgement_and_its_answer_say_what_each_partition_acknowledged_and_was_told() -> None:
+    import uuid
+
+    from kio.schema.share_acknowledge.v1 import request as ack, response as answer
+    from kio.static.primitive import i8
+    topic = uuid.uuid4()
+    out = io.BytesIO()
+    entity_writer(KioHeader)(out, KioHeader(request_api_key=i16(79), request_api_version=i16(1),
+                                            correlation_id=i32(8), client_id="kchaos-s0"))
+    batches = (ack.AcknowledgementBatch(first_offset=i64(10), last_offset=i64(12), acknowledge_types=(i8(1),)),
+               ack.AcknowledgementBatch(first_offset=i64(13), last_offset=i64(14),
+                                        acknowledge_types=(i8(2), i8(3))))
+    entity_writer(ack.ShareAcknowledgeRequest)(out, ack.ShareAcknowledgeRequest(
+        group_id="g", member_id="m-1", share_session_epoch=i32(3),
+        topics=(ack.AcknowledgeTopic(topic_id=topic, partitions=(
+            ack.AcknowledgePartition(partition_index=i32(5), acknowledgement_batches=batches),)),)))
+    body = wire.decode_request(out.getvalue())
+    assert wire.summary(79, body) == {"group_id": "g", "member_id": "m-1",
+                                      "acks": [[5, 10, 12, [1]], [5, 13, 14, [2, 3]]]}
+    out = io.BytesIO()
+    entity_writer(ResponseHeader)(out, ResponseHeader(correlation_id=i32(8)))
+    leader = answer.LeaderIdAndEpoch(leader_id=i32(2), leader_epoch=i32(4))
+    entity_writer(answer.ShareAcknowledgeResponse)(out, answer.ShareAcknowledgeResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=ErrorCode.none, error_message=None,
+        responses=(answer.ShareAcknowledgeTopicResponse(topic_id=topic, partitions=(
+            answer.PartitionData(partition_index=i32(5), error_code=ErrorCode.invalid_record_state,
+                                 error_message=None, current_leader=leader),)),),
+        node_endpoints=()))
+    decoded = wire.decode_response(79, 1, out.getvalue())
+    assert wire.error_of(decoded) == "none"   # the top level: the partition's word is in the summary
+    assert wire.answer_summary(79, decoded) == {"partitions": [[5, "invalid_record_state", None, []]]}
+    assert wire.answer_summary(END_TXN, {"error_code": "none"}) is None
+
+
 # ---------------------------------------------------------------------------------------------- engine
 
 class FakeBroker:
@@ -341,6 +375,22 @@ def test_a_dropped_answer_leaves_the_request_delivered_and_the_connection_silent
         new.send(end_txn(4))
         assert await new.answer() == 4
         assert proxy.stats()["rules"]["r1"] == {"active": False, "matched": 1}
+    run(test)
+
+
+def test_a_watched_request_passes_at_once_and_its_answer_is_noted_and_forwarded() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        proxy.hold("w", ["EndTxn"], hold_s=0, connections="all", action="watch", fault="watch")
+        c.send(metadata_request(1))
+        c.send(end_txn(2))
+        assert [await c.answer(), await c.answer()] == [1, 2]
+        await until(lambda: proxy.records and proxy.records[0].outcome == "answered")
+        (watched,) = proxy.records   # the Metadata request is not watched
+        assert (watched.fault, watched.action, watched.correlation_id, watched.response_error) == \
+            ("watch", "watched", 2, "none")
+        assert watched.response_forwarded is True and watched.released_ns == watched.held_ns
+        assert [a[2] for a in broker.arrivals] == [1, 2]
     run(test)
 
 

@@ -108,6 +108,7 @@ def write(tmp_path: Path, text: str) -> Path:
     ("faults: [{kind: delay-requests, target: txn-coordinator, options: {apis: EndTx}}]",
      "faults.0: delay-requests apis: no Kafka API named 'EndTx'"),
     ("faults: [{kind: delay-requests, target: controller}]", "target must be one of partition-leader"),
+    ("cluster: {watch_requests: ShareAck}", "cluster.watch_requests: no Kafka API named 'ShareAck'"),
     ("faults: [{kind: delay-requests, options: {roles: admins}}]", "roles: must be a list of producer"),
     ("name: [unclosed", "not valid YAML"),
     ("- a list", "a scenario is a mapping"),
@@ -133,6 +134,8 @@ def test_a_request_level_fault_puts_the_request_path_in_the_cluster(tmp_path: Pa
     assert not load_scenario(write(tmp_path, "faults: [{kind: kill}]")).cluster_spec().request_path
     nested = "faults: [{kind: partition, duration_s: 20, then: {kind: delay-requests, target: partition-leader}}]"
     assert load_scenario(write(tmp_path, nested)).cluster_spec().request_path
+    watched = "cluster: {watch_requests: \"ShareAcknowledge, ShareFetch\"}"
+    assert load_scenario(write(tmp_path, watched)).cluster_spec().request_path
 
 
 def test_a_restart_inside_a_cut_that_keeps_the_quorum_reachable_is_accepted(tmp_path: Path) -> None:

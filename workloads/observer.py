@@ -46,6 +46,46 @@ class LeaderObserver(Worker):
 
 
 @dataclass
+class RequestWatch:
+    """Notes every request of ``apis`` on the clients' listener and the broker's answer to it (the scenario's
+    cluster.watch_requests): ``request`` events with action ``watched``, written when it stops. Nothing is held:
+    it is how a run shows what a share member acknowledged and what each partition's leader said of it."""
+
+    cluster: Cluster
+    apis: list[str]
+    history: History
+    answer_wait_s: float = 5.0
+    _rule: str | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        path = self.cluster.request_path
+        assert path is not None, "cluster.watch_requests starts the request path"
+        self._rule = path.hold(self.apis, hold_s=0.0, connections="all", fault="watch", action="watch")
+
+    def stop(self) -> None:
+        """Stop watching; once the answers still due came (at most answer_wait_s), write what it saw."""
+        path = self.cluster.request_path
+        if path is None or self._rule is None:
+            return
+        try:
+            path.release(self._rule)
+            deadline = time.monotonic() + self.answer_wait_s
+            while True:
+                seen = [h for h in path.held() if h.rule == self._rule]
+                if all(h.outcome != "delivered" for h in seen) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        except ClusterError as e:   # the proxy died: the run's other evidence stands
+            log.warning("the request watch could not be read: %s", e)
+            return
+        finally:
+            self._rule = None
+        for h in seen:
+            self.history.event("request", **h.event(self.history.clock.origin_ns))
+        log.info("watched %d requests (%s)", len(seen), ", ".join(self.apis))
+
+
+@dataclass
 class StableObserver(Worker):
     """Writes each partition's high watermark and last stable offset to events.jsonl once a second.
 

@@ -52,7 +52,8 @@ DRAIN_TIMEOUT_S = 30.0   # after its client closed, how long a drained upstream 
 HIGH_WATER = 1 << 20      # bytes buffered towards a peer before a pump waits for them to leave
 
 
-ACTIONS = {"delay": "delayed", "drop-response": "response-dropped", "replay": "replayed"}   # -> a record's action
+ACTIONS = {"delay": "delayed", "drop-response": "response-dropped", "replay": "replayed",   # -> a record's action
+           "watch": "watched"}
 CLIENTS, INTER_BROKER = "clients", "inter-broker"   # the proxy's listeners: the workload's clients, the brokers
 
 
@@ -371,11 +372,16 @@ class Proxy:
         link.queue.append(_Queued(data, header, record, expects))
 
     def _act(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule) -> None:
-        """A drop-response or replay rule matched a request about to go to the broker: note what to drop, or
-        keep a copy to send again. A request the broker does not answer (a Produce with acks=0) has no
-        answer to drop: it passes unmatched."""
+        """A drop-response, replay or watch rule matched a request about to go to the broker: note what to drop,
+        keep a copy to send again, or only note it and its answer. A request the broker does not answer (a
+        Produce with acks=0) has no answer to drop: it passes unmatched."""
         record, expects = self._record(link, data, header, rule, "matched")
-        if rule.action == "drop-response":
+        if rule.action == "watch":   # recorded, with its answer: nothing else changes
+            record.released_ns = record.held_ns
+            record.outcome = "delivered"
+            if expects:
+                link.held[header.correlation_id] = record
+        elif rule.action == "drop-response":
             if not expects:
                 return
             record.released_ns = record.held_ns
@@ -515,9 +521,13 @@ class Proxy:
         record.outcome = "answered"
         try:
             api = wire.api_keys()[record.api]
-            record.response_error = (wire.zookeeper_response_error(api, record.api_version, payload)
-                                     if api in wire.ZOOKEEPER_APIS else
-                                     wire.error_of(wire.decode_response(api, record.api_version, payload)))
+            if api in wire.ZOOKEEPER_APIS:
+                record.response_error = wire.zookeeper_response_error(api, record.api_version, payload)
+            else:
+                body = wire.decode_response(api, record.api_version, payload)
+                record.response_error = wire.error_of(body)
+                if answer := wire.answer_summary(api, body):
+                    record.detail["answer"] = answer
         except Exception as e:
             record.response_error = f"undecoded: {type(e).__name__}"
 

@@ -114,6 +114,16 @@ def api_key(name: str) -> int:
         raise ValueError(f"no Kafka API named {name!r} (known: {', '.join(sorted(api_keys()))})") from None
 
 
+def api_list(text: str) -> list[str]:
+    """Comma-separated API names (a scenario's ``apis``), each checked by ``api_key``; a ValueError when none."""
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    if not names:
+        raise ValueError("must name Kafka APIs, comma-separated (EndTxn, Produce, ...)")
+    for name in names:
+        api_key(name)
+    return names
+
+
 # ------------------------------------------------------------------ bodies (kio), for held requests only
 
 def _plain(value: Any) -> Any:
@@ -179,10 +189,32 @@ def summary(api: int, body: dict[str, Any]) -> dict[str, Any]:
                            "partitions": sorted(f"{t['name']}-{p}" for t in m.get("topics", [])
                                                 for p in t.get("partition_indexes", []))}
                           for m in body.get("markers", [])]
+    elif api in (78, 79):   # ShareFetch, ShareAcknowledge: the member and the acknowledgements it carries
+        out["member_id"] = body.get("member_id")
+        out["acks"] = _share_acks(body)
     elif api == 28:   # TxnOffsetCommit
         out["partitions"] = sorted(f"{t['name']}-{p['partition_index']}" for t in body.get("topics", [])
                                    for p in t.get("partitions", []))
     return out
+
+
+def _share_acks(body: dict[str, Any]) -> list[list[Any]]:
+    """A share request's acknowledgement batches as [partition, first offset, last offset, types] (KIP-932's
+    types: 0 gap, 1 accept, 2 release, 3 reject, 4 renew; one type for the whole batch, or one per offset)."""
+    return [[p["partition_index"], b["first_offset"], b["last_offset"], list(b["acknowledge_types"])]
+            for t in body.get("topics", []) for p in t.get("partitions", [])
+            for b in p.get("acknowledgement_batches", [])]
+
+
+def answer_summary(api: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    """What a record keeps of an answer beyond its first error: a share answer's word per partition,
+    [partition, error, acknowledgement error (ShareFetch), records acquired as [first, last, delivery count]]."""
+    if api not in (78, 79):
+        return None
+    return {"partitions": [[p["partition_index"], p.get("error_code"), p.get("acknowledge_error_code"),
+                            [[a["first_offset"], a["last_offset"], a["delivery_count"]]
+                             for a in p.get("acquired_records", [])]]
+                           for t in body.get("responses", []) for p in t.get("partitions", [])]}
 
 
 def error_of(body: dict[str, Any]) -> Any:
