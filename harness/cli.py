@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+import docker.errors
+
 from catalogue.exits import EXIT_HARNESS, HarnessError
 from clusters.errors import ClusterError
 from clusters.kafka_versions import DEFAULT_KAFKA_VERSION
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     except (HarnessError, ClusterError) as e:
         print(f"kchaos: {e}", file=sys.stderr)
+    except docker.errors.DockerException as e:   # any command that reached for the engine: the run stays as it is
+        print(f"kchaos: Docker engine error ({e}); is dockerd running? `make setup` starts it", file=sys.stderr)
     except OSError as e:  # a file or folder the harness could not read or write: the operator's to fix
         print(f"kchaos: {e}", file=sys.stderr)
     except KeyboardInterrupt:

@@ -8,12 +8,8 @@ every other error a user can act on.
 from __future__ import annotations
 
 import argparse
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
-import docker.errors
 
 from catalogue.exits import EXIT_VALID, HarnessError
 from clusters.spec import ClusterSpec
@@ -25,21 +21,6 @@ from spark_analysis.session import remote_url
 from spark_analysis.warm import WarmSession
 from verdicts.verdict import judge
 
-F = TypeVar("F", bound=Callable[..., int])
-
-
-def docker_errors_in_one_line(command: F) -> F:
-    """A Docker engine error becomes a one-line HarnessError saying how to start one."""
-    @functools.wraps(command)
-    def wrapped(*args: object, **kwargs: object) -> int:
-        try:
-            return command(*args, **kwargs)
-        except docker.errors.DockerException as e:
-            raise HarnessError(f"Docker engine error ({e}); is dockerd running? `make setup` starts it") from None
-    return wrapped  # type: ignore[return-value]
-
-
-@docker_errors_in_one_line
 def validate(scenario_file: Path, overrides: list[str]) -> int:
     """``kchaos validate``: the scenario loaded as ``kchaos run`` loads it (its schema, the setting names of its
     Kafka release and clients, its faults' targets, options and nesting, its client releases' numbers), and
@@ -80,7 +61,6 @@ def run(scenario_file: Path, overrides: list[str], seed: int | None, out: Path, 
     return code
 
 
-@docker_errors_in_one_line
 def cluster(action: str, args: argparse.Namespace) -> int:
     """``kchaos cluster up|status|down``."""
     if action == "up":

@@ -8,6 +8,7 @@ scenario's Kafka version's own jars (cached by `make setup`).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -266,3 +267,14 @@ def test_validation_leaves_no_client_behind() -> None:
     for _ in range(20):
         load_scenario(VALID)
     assert os_threads() == before
+
+
+def test_a_run_without_a_docker_engine_is_one_line_and_keeps_its_run_directory(tmp_path: Path) -> None:
+    """No engine at DOCKER_HOST: the run directory already written (its scenario) stays, and the error is one
+    line saying how to start one."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    result = subprocess.run([str(KCHAOS), "run", "scenarios/acks1-leader-kill.yaml", "--out", str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert_one_line_exit_2(result.returncode, result.stderr, "Docker engine error")
+    assert "is dockerd running? `make setup` starts it" in result.stderr
+    assert [p.name for p in (tmp_path / "runs").glob("*/*/scenario.yaml")] == ["scenario.yaml"]
