@@ -46,7 +46,8 @@ from clusters.topics import create_topic  # noqa: E402
 from harness.errors import install_termination_handlers  # noqa: E402
 from workloads.consumer import ConsumerClient  # noqa: E402
 from workloads.history import History  # noqa: E402
-from workloads.workload import Workload  # noqa: E402
+from workloads.producer import ProducerClient  # noqa: E402
+from workloads.workload import Workload, stop_all  # noqa: E402
 
 BYTES_PER_SEND = 175          # one sends.jsonl line, measured
 BYTES_PER_READ = 150          # one reads.jsonl line
@@ -118,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         history = new_history(run_dir)
         consumers = [ConsumerClient(f"c{i}", cluster.bootstrap_servers, TOPIC, "bench-memory-app", "auto", {},
                                     history.reads, history.clock) for i in range(args.consumers)]
-        workload = Workload(producers=producer_clients(cluster, TOPIC, history, args.producers, {"acks": args.acks}),
-                            consumers=consumers)
+        producers = producer_clients(cluster, TOPIC, history, args.producers, {"acks": args.acks})
+        workload = Workload([*consumers, *producers])
         workload.start()
         meter = CpuMeter(container_ids(cluster))
         started = time.monotonic()
-        sampler = threading.Thread(target=sample_loop, args=(workload, history, started, samples, stop_sampling),
+        sampler = threading.Thread(target=sample_loop, args=(producers, history, started, samples, stop_sampling),
                                    name="rss-sampler", daemon=True)
         sampler.start()
         profiler = None
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"workload failures: {workload.failures}")
             done = history.sends.lines / args.sends
             if args.profile and profiler is None and done >= 0.4:
-                profiler = Profiler({"harness": os.getpid(), "producer-p0": workload.producers[0].pid or 0},
+                profiler = Profiler({"harness": os.getpid(), "producer-p0": producers[0].pid or 0},
                                     args.profile, BENCH_OUT)
                 if not profiler.start():
                     args.profile = 0
@@ -149,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                 next_report += 0.1
             time.sleep(0.2)
         recorded_at = time.monotonic() - started
-        samples.append(take_sample(workload, history, started))  # the 100 % point, before anything stops
-        workload.stop_producers()
-        workload.stop_consumers()
+        samples.append(take_sample(producers, history, started))  # the 100 % point, before anything stops
+        stop_all(producers)
+        stop_all(consumers)
         cpu = meter.stop()
         stop_sampling.set()
         sampler.join()
@@ -182,18 +183,18 @@ def main(argv: list[str] | None = None) -> int:
             say(f"deleted {scratch}")
 
 
-def take_sample(workload: Workload, history: History, started: float) -> Sample:
+def take_sample(producers: list[ProducerClient], history: History, started: float) -> Sample:
     rss, hwm = status_rss_kb(os.getpid())
-    kids = [status_rss_kb(p.pid) for p in workload.producers if p.pid is not None]
+    kids = [status_rss_kb(p.pid) for p in producers if p.pid is not None]
     return Sample(time.monotonic() - started, history.sends.lines, history.reads.lines, rss, hwm,
                   sum(k[0] for k in kids), max((k[1] for k in kids), default=0),
-                  sum(len(p.pending) for p in workload.producers))
+                  sum(len(p.pending) for p in producers))
 
 
-def sample_loop(workload: Workload, history: History, started: float, samples: list[Sample],
+def sample_loop(producers: list[ProducerClient], history: History, started: float, samples: list[Sample],
                 stop: threading.Event) -> None:
     while not stop.is_set():
-        samples.append(take_sample(workload, history, started))
+        samples.append(take_sample(producers, history, started))
         stop.wait(1.0)
 
 

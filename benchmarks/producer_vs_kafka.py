@@ -98,7 +98,7 @@ from workloads.errors import WorkloadError  # noqa: E402
 from workloads.history import RDKAFKA_LOG, History, RunClock  # noqa: E402
 from workloads.java_client import check_config  # noqa: E402
 from workloads.producer import ProducerClient  # noqa: E402
-from workloads.workload import Workload  # noqa: E402
+from workloads.workload import Workload, stop_all  # noqa: E402
 
 BENCH_OUT = ROOT / "runs" / "bench"
 PARTITIONS = 6
@@ -473,7 +473,8 @@ def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], p
                          run_dir: Path, client: Library, profile_s: float = 0) -> dict[str, Any]:
     """The trial's producer processes of ``client``, unbounded, for ``seconds``; rates counted from sends.jsonl."""
     history = new_history(run_dir)
-    workload = Workload(producers=producer_clients(cluster, topic, history, producers, config, client), consumers=[])
+    writers = producer_clients(cluster, topic, history, producers, config, client)
+    workload = Workload(list(writers))
     profiler = None
     try:
         workload.start()
@@ -482,15 +483,15 @@ def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], p
         if profile_s > 0:
             time.sleep(min(3.0, seconds / 4))  # past the clients' warm-up
             targets = {"harness": os.getpid()}
-            if client == "librdkafka" and workload.producers[0].pid is not None:  # py-spy reads no JVM
-                targets["producer-p0"] = workload.producers[0].pid
+            if client == "librdkafka" and writers[0].pid is not None:  # py-spy reads no JVM
+                targets["producer-p0"] = writers[0].pid
             profiler = Profiler(targets, profile_s, BENCH_OUT)
             if not profiler.start():
                 profiler = None
         while time.monotonic() - started < seconds:
             time.sleep(0.2)
         load_s = time.monotonic() - started
-        workload.stop_producers()
+        stop_all(writers)
         cpu = meter.stop()
     except BaseException:
         if profiler is not None:
@@ -500,7 +501,7 @@ def run_kchaos_producers(cluster: Cluster, topic: str, config: dict[str, Any], p
         workload.abort()
         history.close()
     ok, total, span = count_acked(run_dir / "history" / "sends.jsonl")
-    identity = workload.producers[0].identity
+    identity = writers[0].identity
     return {"ok": ok, "sends": total, "span_s": span, "load_s": load_s, "rate": ok / span if span else 0.0,
             "cpu": cpu, "failures": workload.failures, "profiler": profiler,
             "settings": None if identity is None else identity.settings, "load": os.getloadavg()[0]}
@@ -514,7 +515,7 @@ def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Pa
     consumer = ConsumerClient("c0", cluster.bootstrap_servers, topic, f"kchaos-bench-{uuid.uuid4().hex[:8]}", "auto",
                               {}, history.reads, history.clock, client=client,
                               kafka_version=cluster.spec.kafka_version)
-    workload = Workload(producers=[], consumers=[consumer])
+    workload = Workload([consumer])
     try:
         meter = CpuMeter(container_ids(cluster))
         workload.start()
@@ -523,7 +524,7 @@ def run_kchaos_consumer(cluster: Cluster, topic: str, messages: int, run_dir: Pa
             time.sleep(0.05)
         elapsed = time.monotonic() - started
         count = consumer.count
-        workload.stop_consumers()
+        stop_all([consumer])
         cpu = meter.stop()
     finally:
         workload.abort()

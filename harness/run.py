@@ -10,8 +10,10 @@ stdin closes).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+from collections import Counter
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -33,7 +35,7 @@ from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
 from harness.progress import RunProgress
-from harness.roles import RoleRun
+from harness.roles import ConsumersRun, PipelineRun, ProducersRun, RoleRun
 from harness.scenario import Scenario
 from harness.share_role import ShareRun
 from rundir import documents
@@ -43,10 +45,9 @@ from rundir.replica_batches import write_replica_batches
 from workloads.child import confluent_kafka_release
 from workloads.client import WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env
-from workloads.consumer import (ConsumerClient, high_watermarks, read_back, read_back_both, record_assignment,
-                                record_identity)
+from workloads.consumer import ConsumerClient, high_watermarks, read_back, read_back_both, record_identity
 from workloads.history import History, RunClock
-from workloads.observer import LeaderObserver, RequestWatch, StableObserver, record_committed
+from workloads.observer import LeaderObserver, RequestWatch, StableObserver
 from workloads.pipeline import PipelineClient
 from workloads.producer import ProducerClient
 from workloads.workload import Workload
@@ -177,21 +178,16 @@ class Trial:
 
         pipeline = w.pipeline
         version = scenario.cluster.kafka_version  # a Java role's kafka-clients unless it pins its own
-        self.workload = Workload(
-            producers=[ProducerClient(f"p{i}", bootstrap, topic, dict(w.producer_config), history.sends,
-                                      history.clock, w.producers.rate, w.producers.message_bytes,
-                                      transactions=transactions(f"p{i}"),
-                                      txns=history.txns if txns is not None else None,
-                                      client=w.producer_client, kafka_version=version,
-                                      client_version=w.producer_client_version)
-                       for i in range(w.producers.count)],
-            consumers=[ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
-                                      dict(w.consumer_config), history.reads, history.clock,
-                                      w.consumers.processing_ms, isolation=w.consumer_isolation,
-                                      client=w.consumer_client, kafka_version=version,
-                                      client_version=w.consumer_client_version)
-                       for i in range(w.consumers.count)],
-            pipelines=[] if pipeline is None else [
+        partitions = scenario.topic.partitions
+        self.parts: list[RoleRun] = [
+            ConsumersRun([ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
+                                         dict(w.consumer_config), history.reads, history.clock,
+                                         w.consumers.processing_ms, isolation=w.consumer_isolation,
+                                         client=w.consumer_client, kafka_version=version,
+                                         client_version=w.consumer_client_version)
+                          for i in range(w.consumers.count)], w.consumers.group, topic, partitions, history)]
+        if pipeline is not None:
+            self.parts.append(PipelineRun([
                 PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
                                f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
                                transaction_timeout_ms=w.pipeline_timeout_ms,
@@ -199,18 +195,20 @@ class Trial:
                                processing_ms=pipeline.processing_ms, producer_config=dict(w.pipeline_producer_config),
                                consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
                                kafka_version=version, client_version=w.pipeline_client_version)
-                for i in range(pipeline.count)])
-        self.parts: list[RoleRun] = []
+                for i in range(pipeline.count)], topic, partitions, history))
         if w.share_consumers is not None:
             self.parts.append(ShareRun(w.share_consumers, w.share_client, w.share_client_version,
                                        scenario.share_brokers(), topic, scenario.seed, bootstrap, history))
-        self.workload.others = [c for part in self.parts for c in part.clients]
+        self.parts.append(ProducersRun([
+            ProducerClient(f"p{i}", bootstrap, topic, dict(w.producer_config), history.sends, history.clock,
+                           w.producers.rate, w.producers.message_bytes, transactions=transactions(f"p{i}"),
+                           txns=history.txns if txns is not None else None, client=w.producer_client,
+                           kafka_version=version, client_version=w.producer_client_version)
+            for i in range(w.producers.count)]))
+        self.workload = Workload([c for part in self.parts for c in part.clients])
         for client in self.workload.clients:
             client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,
                                                                                           identity)
-        for consumer in [*self.workload.consumers, *(p.input for p in self.workload.pipelines)]:
-            consumer.on_assignment = lambda name, change, c=consumer: record_assignment(history, name, c.group,
-                                                                                        c.topic, change)
         self.observer = LeaderObserver(cluster, topic, history)
         self.topics = {topic: scenario.topic.partitions}
         if pipeline is not None:
@@ -245,9 +243,8 @@ class Trial:
         nemesis = Nemesis(self.cluster, s.topic.name, s.fault_plans(), self.history, s.seed,
                           warmup_s=load_start + s.schedule.warmup_s, load_s=load_end,
                           clients=self.workload.clients)
-        for pipeline in self.workload.pipelines[:1]:
-            self.history.event("pipeline", group=pipeline.group, input_topic=pipeline.input_topic,
-                               output_topic=pipeline.topic, time_ns=self.history.clock.now_ns())
+        for part in self.parts:
+            part.started()
         self.observer.start()
         if self.stable is not None:
             self.stable.start()
@@ -260,27 +257,23 @@ class Trial:
         finally:
             self.progress.phase("healing")
             nemesis.stop()
-        self.workload.stop_producers()
+        for part in self.parts:
+            part.stop_load()
         self.progress.phase("settling")
         self._settle(s.schedule.settle_s)
-        if self.workload.pipelines:
-            self.progress.phase("pipeline catching up")
-            if not self.workload.drain_pipelines(s.topic.partitions, s.schedule.final_read_timeout_s):
-                log.warning("the pipeline did not process all its input: the history says how much it left")
-        if self.parts:
-            self.progress.phase("share group finishing")
-            ends = self.cluster_ends()
-            for part in self.parts:
+        ends = functools.cache(self.cluster_ends)   # asked once, by the first part that needs them
+        for part in self.parts:
+            if part.finishing is not None:
+                self.progress.phase(part.finishing)
                 part.drain(ends, s.schedule.final_read_timeout_s)
-        self.workload.stop_consumers()
+        for part in self.parts:
+            part.stop()
         if self.watch is not None:
             self.watch.stop()
         self.observer.stop()
         self.observer.join()
-        if self.workload.consumers:
-            record_committed(self.cluster, s.workload.consumers.group, s.topic.name, s.topic.partitions, self.history)
-        if s.workload.pipeline is not None:
-            record_committed(self.cluster, s.workload.pipeline.group, s.topic.name, s.topic.partitions, self.history)
+        for part in self.parts:
+            part.finish(self.cluster)
         self.progress.phase("final read")
         read = read_back_both if s.workload.transactional else read_back
         try:
@@ -298,7 +291,7 @@ class Trial:
         return "; ".join(errors) if errors else None
 
     def cluster_ends(self) -> dict[int, int]:
-        """Each partition of the workload's topic and its high watermark now (what the role parts finish)."""
+        """Each partition of the workload's topic and its high watermark now (what the parts finish)."""
         try:
             return high_watermarks(self.cluster.bootstrap_servers, self.scenario.topic.name,
                                    self.scenario.topic.partitions)
@@ -306,8 +299,9 @@ class Trial:
             raise HarnessError(f"the topic's ends could not be read: {e.args[0].str()}") from None
 
     def _show(self, fault: str, elapsed_s: float) -> None:
-        counts = self.workload.counts()
-        counts["reads"] += sum(part.count for part in self.parts)
+        counts: Counter[str] = Counter(acked=0, failed=0, unknown=0, reads=0)
+        for part in self.parts:
+            counts.update(part.counts())
         self.progress.update(elapsed_s, fault=fault, **counts)
 
     def _settle(self, settle_s: float) -> None:

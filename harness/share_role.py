@@ -17,8 +17,10 @@ from clusters.errors import ClusterError
 from clusters.kafka_versions import kafka_release
 from clusters.share_groups import ShareOffset, share_offsets
 from harness.group_protocol import minor_of
+from harness.roles import Ends, RoleRun
 from workloads.client import ClientProcess, Library, WorkloadError
 from workloads.share_consumer import ShareConsumerClient, ShareLedger
+from workloads.workload import stop_all
 
 if TYPE_CHECKING:
     from clusters.cluster import Cluster
@@ -145,9 +147,11 @@ def group_settings(role: ShareConsumersModel, brokers: Brokers) -> dict[str, int
             "lock_ms": brokers.bounded(LOCK_MS, role.lock_ms, "lock_ms")}
 
 
-class ShareRun:
+class ShareRun(RoleRun):
     """The share group of one trial: its members, the settings it was given, and the ledger that says when it
     has settled the whole log."""
+
+    finishing = "share group finishing"
 
     def __init__(self, role: ShareConsumersModel, client: Library, release: str | None, brokers: Brokers,
                  topic: str, seed: int, bootstrap: str, history: "History") -> None:
@@ -188,10 +192,13 @@ class ShareRun:
                            delivery_limit=self.settings["delivery_limit"], lock_ms=self.settings["lock_ms"],
                            time_ns=self.history.clock.now_ns())
 
-    def drain(self, ends: dict[int, int], timeout_s: float) -> bool:
-        """Wait until the group has settled every offset below ``ends`` (partition -> high watermark), as the
-        members' reports or the brokers say, at most ``timeout_s``; then stop the members and record what the
-        brokers say of each partition (``share-offsets`` events). False: some offsets were left."""
+    def drain(self, ends: Ends, timeout_s: float) -> bool:
+        """Wait until the group has settled every offset below the topic's ``ends`` (partition -> high
+        watermark), as the members' reports or the brokers say, at most ``timeout_s``; then stop the members and
+        record what the brokers say of each partition (``share-offsets`` events). False: some offsets were left."""
+        return self._drain(ends(), timeout_s)
+
+    def _drain(self, ends: dict[int, int], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         done = False
         while not done and time.monotonic() < deadline:
@@ -201,7 +208,6 @@ class ShareRun:
         if not done:
             log.warning("the share group left %d records unsettled after %.0fs (as its members report them)",
                         self.ledger.behind(ends), timeout_s)
-        from workloads.workload import stop_all
         stop_all(self.clients)
         self._record_offsets(len(ends))
         return done
@@ -233,6 +239,5 @@ class ShareRun:
             self.history.event("share-offsets", group=self.role.group, topic=self.topic, partition=p,
                                start_offset=o.start_offset, lag=o.lag, time_ns=now)
 
-    @property
-    def count(self) -> int:
-        return sum(c.count for c in self.clients if isinstance(c, ShareConsumerClient))
+    def counts(self) -> dict[str, int]:
+        return {"reads": sum(c.count for c in self.clients if isinstance(c, ShareConsumerClient))}

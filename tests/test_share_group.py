@@ -1,7 +1,8 @@
 """The share-group role (workload.share_consumers) end to end on a real Kafka 4.3.1 KRaft cluster: Java members
 of one share group read the topic as a queue and acknowledge explicitly; the run's history holds every delivery
 and acknowledgement, the group's settings and the brokers' start offsets, and the checker finds every record
-settled. (The faults' cells, on 4.2.2, 4.3.1 and 4.4.0 and on librdkafka's preview client, are measured by hand
+settled; the request path watches the members' ShareAcknowledge requests and the brokers' answers. (The faults'
+cells, on 4.2.2, 4.3.1 and 4.4.0 and on librdkafka's preview client, are measured by hand
 and in the nightly: docs/scenarios.md.)"""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ cluster:
   kafka_version: 4.3.1
   metadata: kraft
   broker_config: {group.share.min.record.lock.duration.ms: 1000}
+  watch_requests: ShareAcknowledge
 topic: {name: q, partitions: 3, replication_factor: 3, min_insync_replicas: 2}
 workload:
   duration_s: 8
@@ -61,3 +63,14 @@ def test_a_share_group_settles_every_record_and_the_history_says_how(tmp_path: P
     lines = [json.loads(line) for line in (outcome.run_dir / "history" / "shares.jsonl").read_text().splitlines()]
     assert {line["member"] for line in lines} <= members
     assert {line["ack"] for line in lines if line["kind"] == "acknowledged"} == {"accept", "release", "reject"}
+    # what the members acknowledged, as the brokers were told it (KIP-932's types: 1 accept, 2 release, 3 reject)
+    # and answered it, partition by partition: every offset the members reported ok is in an answered request
+    watched = [e for e in events if e["kind"] == "request" and e["action"] == "watched"]
+    assert watched and {(e["api"], e["outcome"]) for e in watched} == {("ShareAcknowledge", "answered")}
+    assert {e["client"] for e in watched} <= {"kchaos-s0", "kchaos-s1"}
+    told = {(p, o) for e in watched for p, first, last, _ in e["detail"]["acks"] for o in range(first, last + 1)
+            if any(a[0] == p and a[1] == "none" for a in e["detail"]["answer"]["partitions"])}
+    assert {t for e in watched for _, _, _, types in e["detail"]["acks"] for t in types} <= {0, 1, 2, 3}
+    reported_ok = {(line["partition"], line["offset"]) for line in lines
+                   if line["kind"] == "acknowledged" and line["result"] == "ok"}
+    assert reported_ok and reported_ok <= told
