@@ -6,9 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
-
-import docker.errors
+from typing import Any, NoReturn
 
 from catalogue.exits import EXIT_HARNESS, HarnessError
 from clusters.errors import ClusterError
@@ -203,6 +201,13 @@ def dispatch(args: argparse.Namespace) -> int:
     # The commands that start clusters load Docker, librdkafka and Testcontainers, and only they: the offline
     # ones above run on a machine that has a run directory and none of those.
     from harness import commands
+
+    with commands.docker_errors_in_one_line():
+        return cluster_command(args, commands)
+
+
+def cluster_command(args: argparse.Namespace, commands: Any) -> int:
+    """The commands that start clusters (``commands``: harness/commands.py, loaded by ``dispatch``)."""
     from harness.nightly import nightly
 
     if args.command == "validate":
@@ -236,8 +241,6 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     except (HarnessError, ClusterError) as e:
         print(f"kchaos: {e}", file=sys.stderr)
-    except docker.errors.DockerException as e:   # any command that reached for the engine: the run stays as it is
-        print(f"kchaos: Docker engine error ({e}); is dockerd running? `make setup` starts it", file=sys.stderr)
     except OSError as e:  # a file or folder the harness could not read or write: the operator's to fix
         print(f"kchaos: {e}", file=sys.stderr)
     except KeyboardInterrupt:

@@ -8,8 +8,11 @@ every other error a user can act on.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import docker.errors
 
 from catalogue.exits import EXIT_VALID, HarnessError
 from clusters.spec import ClusterSpec
@@ -20,6 +23,16 @@ from rundir.phases import PhaseTimer
 from spark_analysis.session import remote_url
 from spark_analysis.warm import WarmSession
 from verdicts.verdict import judge
+
+@contextmanager
+def docker_errors_in_one_line() -> Iterator[None]:
+    """A Docker engine error in any command that starts clusters becomes a one-line HarnessError saying how to
+    start one (what the command recorded before stays)."""
+    try:
+        yield
+    except docker.errors.DockerException as e:
+        raise HarnessError(f"Docker engine error ({e}); is dockerd running? `make setup` starts it") from None
+
 
 def validate(scenario_file: Path, overrides: list[str]) -> int:
     """``kchaos validate``: the scenario loaded as ``kchaos run`` loads it (its schema, the setting names of its
