@@ -125,6 +125,12 @@ ANOMALY_LIST = (
             "then, or never (its member crashed or stalled past its acquisition lock): counted, not a violation",
             COUNTED, role="share_consumers", summary=None,
             denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_redelivered_stale_ack", "a delivery to the same member after its ACCEPT or REJECT of the "
+            "delivery before it, reported done, whose own acknowledgement failed as not acquired, the record never "
+            "coming again: the brokers had given the record out again before the earlier acknowledgement arrived "
+            "and applied it to this delivery (an acknowledgement names a member and offsets, not a delivery "
+            "count): counted, not a violation", COUNTED, role="share_consumers", summary=None,
+            denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_delivery_count_repeated", "a delivery at a delivery count not above the one before it: the "
             "brokers forgot a delivery (KIP-932 keeps acquisitions in the share-partition leader's memory, so a "
             "leader that crashes loses its in-flight deliveries); counted, not a violation", COUNTED,

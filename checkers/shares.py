@@ -7,7 +7,15 @@ A record's deliveries are taken in time order (then by delivery count); each
 one after the first is a redelivery, explained by the delivery before it:
 
 - its acknowledgement was an ACCEPT or a REJECT the client reported done: the
-  record was settled, and may never come again (``share_redelivered_after_accept``);
+  record was settled, and may never come again (``share_redelivered_after_accept``),
+  unless the redelivery was to the same member, its own acknowledgement failed
+  because the record was no longer acquired (``InvalidRecordStateException``)
+  and the record never came again (``share_redelivered_stale_ack``, counted):
+  the brokers had given the member the record again before the earlier
+  delivery's acknowledgement arrived, and applied it to the new delivery
+  (an acknowledgement names a member and offsets, not a delivery count), so
+  what the client handed to the application after the ACCEPT was already
+  settled;
 - a RELEASE reported done (``share_redelivered_released``), an acknowledgement
   reported failed or never answered (``share_redelivered_failed_ack``), or no
   acknowledgement reported by the time of the redelivery, the member having
@@ -57,13 +65,15 @@ ACKS = {a: a for a in ("accept", "release", "reject")}
 RESULTS = {r: r for r in ("ok", "fail", "unknown")}
 SETTLING = ("accept", "reject")
 # the redelivery anomaly of what the delivery before it came to (its acknowledgement and what the client said)
-AFTER_SETTLED, AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING = (
+AFTER_SETTLED, AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, AFTER_STALE = (
     "share_redelivered_after_accept", "share_redelivered_released", "share_redelivered_failed_ack",
-    "share_redelivered_expired")
+    "share_redelivered_expired", "share_redelivered_stale_ack")
+# the error each client reports for an acknowledgement of a record no longer acquired (Java, librdkafka)
+NOT_ACQUIRED = ("InvalidRecordStateException", "INVALID_RECORD_STATE")
 # a delivery whose count is not above the one before it: the brokers forgot a delivery
 REPEATED = "share_delivery_count_repeated"
 # anomalies counted per delivery; the others per record
-PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, REPEATED)
+PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, AFTER_STALE, REPEATED)
 
 Record = tuple[str, int, int]  # topic, partition, offset
 ALL_SETTLED = 2**63 - 1  # the brokers' word that no record of a partition is unsettled, as an offset
@@ -71,7 +81,8 @@ _intern = sys.intern
 
 
 class ShareLine(NamedTuple):
-    """One line of shares.jsonl: a delivery (ack and result None) or an acknowledgement (producer, seq None)."""
+    """One line of shares.jsonl: a delivery (ack, result and error None) or an acknowledgement (producer, seq
+    None)."""
 
     kind: str
     member: str
@@ -84,6 +95,7 @@ class ShareLine(NamedTuple):
     seq: int | None
     ack: str | None
     result: str | None
+    error: str | None
     line: int
 
 
@@ -98,7 +110,8 @@ def parse_share(obj: dict[str, Any], line: int) -> ShareLine:
                      field_of(obj, "partition", int), field_of(obj, "offset", int), field_of(obj, "delivery", int),
                      field_of(obj, "time_ns", int), None if producer is None else _intern(producer), seq,
                      None if delivered else choice_of(obj, "ack", ACKS),
-                     None if delivered else choice_of(obj, "result", RESULTS), line)
+                     None if delivered else choice_of(obj, "result", RESULTS),
+                     None if delivered else field_of(obj, "error", str, nullable=True), line)
 
 
 class Delivery(NamedTuple):
@@ -109,6 +122,7 @@ class Delivery(NamedTuple):
     result: str | None
     line: int
     ack_ns: int | None = None  # when the client reported what came of the acknowledgement
+    error: str | None = None   # the error the client reported for it
 
 
 class ShareFindings(NamedTuple):
@@ -160,7 +174,7 @@ def deliveries_of(lines: Iterable[ShareLine]) -> tuple[dict[Record, list[Deliver
     for s, a in zip(delivered, acks):
         records[(s.topic, s.partition, s.offset)].append(
             Delivery(s.time_ns, s.delivery, s.member, None if a is None else a.ack, None if a is None else a.result,
-                     s.line, None if a is None else a.time_ns))
+                     s.line, None if a is None else a.time_ns, None if a is None else a.error))
     for ds in records.values():
         ds.sort(key=lambda d: (d.time_ns, d.delivery, d.member, d.line))
     return records, len(delivered)
@@ -170,13 +184,15 @@ def settles(d: Delivery) -> bool:
     return d.ack in SETTLING and d.result == "ok"
 
 
-def after(before: Delivery, d: Delivery) -> str:
-    """The redelivery anomaly of ``d``, which came after ``before``: an ACCEPT or REJECT reported done settled the
-    record whenever it was reported; otherwise what the client had reported by the time of ``d`` explains it, and
-    nothing reported by then means the lock had expired (a member stalled, or crashed, and acknowledged late or
-    never)."""
+def after(before: Delivery, d: Delivery, last: bool) -> str:
+    """The redelivery anomaly of ``d``, which came after ``before`` (``last``: the record's last delivery): an
+    ACCEPT or REJECT reported done settled the record whenever it was reported, unless it settled ``d`` itself
+    (the same member, whose acknowledgement of ``d`` then failed as not acquired, and nothing after it: a stale
+    acknowledgement); otherwise what the client had reported by the time of ``d`` explains it, and nothing
+    reported by then means the lock had expired (a member stalled, or crashed, and acknowledged late or never)."""
     if settles(before):
-        return AFTER_SETTLED
+        stale = last and d.member == before.member and d.result == "fail" and d.error in NOT_ACQUIRED
+        return AFTER_STALE if stale else AFTER_SETTLED
     if before.ack is None or (before.ack_ns is not None and before.ack_ns > d.time_ns):
         return AFTER_NOTHING
     return AFTER_FAILED if before.result != "ok" else AFTER_RELEASE
@@ -195,8 +211,8 @@ def share_findings(lines: list[ShareLine], events: list[dict[str, Any]],
         return ShareFindings(records, redeliveries, 0)
     by_record, count = deliveries_of(lines)
     for record, ds in by_record.items():
-        for before, d in zip(ds, ds[1:]):
-            anomaly = after(before, d)
+        for i, (before, d) in enumerate(zip(ds, ds[1:]), 2):
+            anomaly = after(before, d, i == len(ds))
             if anomaly == AFTER_SETTLED:
                 records[anomaly].add(record)
             else:

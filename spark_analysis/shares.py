@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkers.shares import (AFTER_FAILED, AFTER_NOTHING, AFTER_RELEASE, AFTER_SETTLED, PER_DELIVERY, REPEATED,
-                             SETTLING, SHARE_ANOMALIES, SHARE_TALLY, Delivery, ShareLine, share_example,
-                             share_settings)
+from checkers.shares import (AFTER_FAILED, AFTER_NOTHING, AFTER_RELEASE, AFTER_SETTLED, AFTER_STALE, NOT_ACQUIRED,
+                             PER_DELIVERY, REPEATED, SETTLING, SHARE_ANOMALIES, SHARE_TALLY, Delivery, ShareLine,
+                             share_example, share_settings)
 from spark_analysis.encode import OK, Names
 
 if TYPE_CHECKING:
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 
 # ShareLine's fields, in its order
 SCHEMA = ("kind string, member string, topic string, `partition` bigint, `offset` bigint, delivery bigint, "
-          "time_ns bigint, producer string, seq bigint, ack string, result string, _line bigint")
+          "time_ns bigint, producer string, seq bigint, ack string, result string, error string, _line bigint")
 RECORD = ("topic", "partition", "offset")
 SETTLES = f"(ack IN ({', '.join(repr(a) for a in SETTLING)}) AND result = 'ok')"
 # what the delivery before a redelivery came to (checkers/shares.py ``after``)
+STALE_SQL = (f"_last = 1 AND member = prev_member AND coalesce(result = 'fail' AND error IN "
+             f"({', '.join(repr(e) for e in NOT_ACQUIRED)}), false)")
 AFTER_SQL = (f"CASE WHEN prev_ack IN ({', '.join(repr(a) for a in SETTLING)}) AND prev_result = 'ok' "
-             f"THEN '{AFTER_SETTLED}' WHEN prev_ack IS NULL OR prev_ack_ns > time_ns THEN '{AFTER_NOTHING}' "
+             f"THEN CASE WHEN {STALE_SQL} THEN '{AFTER_STALE}' ELSE '{AFTER_SETTLED}' END "
+             f"WHEN prev_ack IS NULL OR prev_ack_ns > time_ns THEN '{AFTER_NOTHING}' "
              f"WHEN prev_result <> 'ok' THEN '{AFTER_FAILED}' ELSE '{AFTER_RELEASE}' END")
 
 
@@ -61,13 +64,14 @@ def share_findings(spark: "SparkSession", lines: list[ShareLine], events: list[d
                                                ignorenulls=True).over(before))
              .filter("kind = 'acknowledged' AND _owner IS NOT NULL"))
     acks = (owned.withColumn("_n", F.row_number().over(Window.partitionBy("_owner").orderBy(F.desc("_line"))))
-            .filter("_n = 1").selectExpr("_owner AS _line", "ack", "result", "time_ns AS ack_ns"))
+            .filter("_n = 1").selectExpr("_owner AS _line", "ack", "result", "error", "time_ns AS ack_ns"))
     order = Window.partitionBy(*RECORD).orderBy("time_ns", "delivery", "member", "_line")
     deliveries = (table.filter("kind = 'delivered'").select(*keys, "time_ns", "_line")
                   .join(acks, "_line", "left")
                   .withColumn("prev_ack", F.lag("ack").over(order))
                   .withColumn("prev_result", F.lag("result").over(order))
                   .withColumn("prev_ack_ns", F.lag("ack_ns").over(order))
+                  .withColumn("prev_member", F.lag("member").over(order))
                   .withColumn("redelivery", F.lag("_line").over(order).isNotNull())
                   .withColumn("prev_delivery", F.lag("delivery").over(order))
                   .withColumn("repeated", F.expr("coalesce(delivery <= prev_delivery, false)"))
@@ -155,7 +159,7 @@ def examples(spark: "SparkSession", deliveries: "DataFrame", reads: "DataFrame",
     for r in (deliveries.join(records, list(RECORD), "left_semi")
               .orderBy("time_ns", "delivery", "member", "_line").collect()):
         found.setdefault((r["topic"], r["partition"], r["offset"]), []).append(
-            Delivery(r["time_ns"], r["delivery"], r["member"], r["ack"], r["result"], 0, r["ack_ns"]))
+            Delivery(r["time_ns"], r["delivery"], r["member"], r["ack"], r["result"], 0, r["ack_ns"], r["error"]))
     return {**{a: [] for a in SHARE_ANOMALIES},
             **{a: [share_example(rec, messages.get(rec, (None, None)), found.get(rec, [])) for rec in rs]
                for a, rs in chosen.items()}}

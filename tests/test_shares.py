@@ -101,6 +101,13 @@ SHARE_CASES: dict[str, Lines] = {
     # the same with no word from the brokers: both unsettled
     "unsettled_with_no_start_offsets": shared(2, [delivered(0, 1, 10), acked(0, 1, "release", 11),
                                                   delivered(1, 1, 10), acked(1, 1, "release", 11)]),
+    # the member's ACCEPT of 0 at count 1 arrived after the brokers had given it 0 again (count 2, its lock having
+    # expired): they applied it to the new delivery, whose own ACCEPT then failed as not acquired, and 0 never came
+    # again (counted); 1 the same, but 1 came again after: given out after an accept (the violation)
+    "stale_accept_took_the_next_delivery": shared(2, [
+        delivered(0, 1, 10), acked(0, 1, "accept", 12), delivered(0, 2, 13), acked(0, 2, "accept", 14, "fail"),
+        delivered(1, 1, 10), acked(1, 1, "accept", 12), delivered(1, 2, 13), acked(1, 2, "accept", 14, "fail"),
+        delivered(1, 3, 30, "s1"), acked(1, 3, "accept", 31, member="s1")]),
     # a second acknowledgement of one delivery: the last one counts (release, then accept)
     "two_acknowledgements_of_one_delivery": shared(1, [delivered(0, 1, 10), acked(0, 1, "release", 11),
                                                        acked(0, 1, "accept", 12)]),
@@ -129,6 +136,8 @@ def shares_of(results: dict[str, Any]) -> dict[str, int]:
     ("left_with_no_lag", {"share_settled_unseen": 2}),
     ("unsettled_with_no_start_offsets", {"share_unsettled": 2}),
     ("two_acknowledgements_of_one_delivery", {}),
+    ("stale_accept_took_the_next_delivery", {"share_redelivered_stale_ack": 1, "share_redelivered_after_accept": 1,
+                                             "share_redelivered_failed_ack": 1}),
 ])
 def test_planted_share_histories(tmp_path: Path, name: str, found: dict[str, int]) -> None:
     results = check_case(tmp_path, name)
