@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,13 @@ class HeldRequest:
     outcome: str               # held | delivered | answered | upstream-closed | discarded (silenced: never sent)
     detail: Mapping[str, Any] = field(default_factory=dict)
     listener: str = "clients"  # the proxy's listener it came on: clients | inter-broker (a broker's own request)
+
+    @property
+    def pending(self) -> bool:
+        """Still to go to its broker, or gone and awaiting the answer the broker gives (every request but a
+        Produce with acks=0)."""
+        answered = not (self.api == "Produce" and self.detail.get("acks") == 0)
+        return self.outcome == "held" or (self.outcome == "delivered" and answered)
 
     @property
     def held_s(self) -> float | None:
@@ -181,6 +189,16 @@ class RequestPath:
         """Every request held so far, as it stands now (a record's delivery and answer fill in later)."""
         answer = self._call("records", since=0)
         return [HeldRequest(**r) for r in answer["records"]]
+
+    def settled(self, rules: Iterable[str], timeout_s: float) -> list[HeldRequest]:
+        """What the (released) ``rules`` touched, once none is ``pending`` or after ``timeout_s``."""
+        rules = set(rules)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            touched = [h for h in self.held() if h.rule in rules]
+            if not any(h.pending for h in touched) or time.monotonic() > deadline:
+                return touched
+            time.sleep(0.2)
 
     def stats(self) -> dict[str, Any]:
         """Connections, requests and responses forwarded, requests pending, each rule's matches."""

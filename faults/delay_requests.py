@@ -18,7 +18,6 @@ its other kinds); a window in which it matched no request is recorded as not hav
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
@@ -86,11 +85,6 @@ class TimedRequestOptions(RequestOptions):
         if self.hold_max_s is not None and self.hold_max_s < self.hold_s:
             raise ValueError(f"need hold_s <= hold_max_s, not {self.hold_s} and {self.hold_max_s}")
         return self
-
-
-def _answered(h: HeldRequest) -> bool:
-    """Whether the broker answers it (every request but a Produce with acks=0)."""
-    return not (h.api == "Produce" and h.detail.get("acks") == 0)
 
 
 def broker_client_ids(brokers: Iterable[int]) -> list[str]:
@@ -180,13 +174,7 @@ class RequestFault(Fault[Node]):
         try:
             for rule in self._rules:
                 path.release(rule)
-            deadline = time.monotonic() + self._longest_s() + ANSWER_GRACE_S
-            while True:
-                held = [h for h in path.held() if h.rule in self._rules]
-                waiting = [h for h in held if h.outcome == "held" or (h.outcome == "delivered" and _answered(h))]
-                if not waiting or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            held = path.settled(self._rules, self._longest_s() + ANSWER_GRACE_S)
         except RequestPathError as e:
             raise FaultError(str(e)) from None
         if any(h.outcome == "held" for h in held):

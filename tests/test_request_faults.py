@@ -43,6 +43,9 @@ class FakePath:
     def held(self) -> list[HeldRequest]:
         return [HeldRequest(**r) for r in self.records]
 
+    def settled(self, rules: list[str], timeout_s: float) -> list[HeldRequest]:
+        return [h for h in self.held() if h.rule in rules]   # the records as they stand: nothing is pending here
+
 
 class FakeCluster:
     def __init__(self, path: FakePath) -> None:

@@ -69,12 +69,7 @@ class RequestWatch:
             return
         try:
             path.release(self._rule)
-            deadline = time.monotonic() + self.answer_wait_s
-            while True:
-                seen = [h for h in path.held() if h.rule == self._rule]
-                if all(h.outcome != "delivered" for h in seen) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            seen = path.settled([self._rule], self.answer_wait_s)
         except ClusterError as e:   # the proxy died: the run's other evidence stands
             log.warning("the request watch could not be read: %s", e)
             return
