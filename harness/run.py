@@ -35,7 +35,10 @@ from clusters.topics import create_topic
 from faults.schedule import Nemesis
 from forensics.command import write_run_broker_events
 from harness.progress import RunProgress
-from harness.roles import ConsumersRun, PipelineRun, ProducersRun, RoleRun
+from harness.consumers_role import ConsumersRun
+from harness.pipeline_role import PipelineRun
+from harness.producers_role import ProducersRun
+from harness.roles import RoleRun, TrialSetting
 from harness.scenario import Scenario
 from harness.share_role import ShareRun
 from rundir import documents
@@ -45,16 +48,17 @@ from rundir.replica_batches import write_replica_batches
 from workloads.child import confluent_kafka_release
 from workloads.client import WorkloadError
 from workloads.confluent_release import ClientReleaseError, ensure_env
-from workloads.consumer import ConsumerClient, high_watermarks, read_back, read_back_both, record_identity
+from workloads.consumer import high_watermarks, read_back, read_back_both, record_identity
 from workloads.history import History, RunClock
 from workloads.observer import LeaderObserver, RequestWatch, StableObserver
-from workloads.pipeline import PipelineClient
-from workloads.producer import ProducerClient
 from workloads.workload import Workload
 
 log = logging.getLogger(__name__)
 
 HEALTHY_TIMEOUT_S = 90
+# the parts of a trial, in its order: the consumer-like roles before the producers, so every one of them is in its
+# group when the first message lands
+PARTS = (ConsumersRun.build, PipelineRun.build, ShareRun.build, ProducersRun.build)
 
 
 @dataclass
@@ -164,56 +168,20 @@ class Trial:
         self.history = history
         self.progress = progress
         topic = scenario.topic.name
-        bootstrap = cluster.client_bootstrap_servers   # through the request path when the scenario has one
-        w = scenario.workload
-        txns = w.transactions
-
-        def transactions(name: str) -> dict[str, Any] | None:
-            if txns is None:
-                return None
-            return {"size": txns.size, "abort_probability": txns.abort_probability, "timeout_ms": txns.timeout_ms,
-                    "commit_timeout_s": txns.commit_timeout_s, "transactional_id": f"{transactional_prefix}-{name}",
-                    "partitions": scenario.topic.partitions, "seed": scenario.seed,
-                    "on_commit_error": txns.on_commit_error}
-
-        pipeline = w.pipeline
-        version = scenario.cluster.kafka_version  # a Java role's kafka-clients unless it pins its own
-        partitions = scenario.topic.partitions
-        self.parts: list[RoleRun] = [
-            ConsumersRun([ConsumerClient(f"c{i}", bootstrap, topic, w.consumers.group, w.consumers.commit,
-                                         dict(w.consumer_config), history.reads, history.clock,
-                                         w.consumers.processing_ms, isolation=w.consumer_isolation,
-                                         client=w.consumer_client, kafka_version=version,
-                                         client_version=w.consumer_client_version)
-                          for i in range(w.consumers.count)], w.consumers.group, topic, partitions, history)]
-        if pipeline is not None:
-            self.parts.append(PipelineRun([
-                PipelineClient(f"pipe{i}", bootstrap, topic, scenario.pipeline_output_topic, pipeline.group,
-                               f"{transactional_prefix}-pipe{i}", history, batch=pipeline.batch,
-                               transaction_timeout_ms=w.pipeline_timeout_ms,
-                               commit_timeout_s=w.pipeline_commit_timeout_s, on_commit_error=pipeline.on_commit_error,
-                               processing_ms=pipeline.processing_ms, producer_config=dict(w.pipeline_producer_config),
-                               consumer_config=dict(w.pipeline_config), client=w.pipeline_client,
-                               kafka_version=version, client_version=w.pipeline_client_version)
-                for i in range(pipeline.count)], topic, partitions, history))
-        if w.share_consumers is not None:
-            self.parts.append(ShareRun(w.share_consumers, w.share_client, w.share_client_version,
-                                       scenario.share_brokers(), topic, scenario.seed, bootstrap, history))
-        self.parts.append(ProducersRun([
-            ProducerClient(f"p{i}", bootstrap, topic, dict(w.producer_config), history.sends, history.clock,
-                           w.producers.rate, w.producers.message_bytes, transactions=transactions(f"p{i}"),
-                           txns=history.txns if txns is not None else None, client=w.producer_client,
-                           kafka_version=version, client_version=w.producer_client_version)
-            for i in range(w.producers.count)]))
+        trial = TrialSetting(scenario.workload, topic, scenario.topic.partitions, scenario.pipeline_output_topic,
+                             scenario.seed, scenario.share_brokers(),
+                             cluster.client_bootstrap_servers,  # through the request path when it has one
+                             history, transactional_prefix)
+        self.parts: list[RoleRun] = [part for build in PARTS if (part := build(trial)) is not None]
         self.workload = Workload([c for part in self.parts for c in part.clients])
         for client in self.workload.clients:
             client.on_identity = lambda name, identity, role=client.role: record_identity(history, name, role,
                                                                                           identity)
         self.observer = LeaderObserver(cluster, topic, history)
         self.topics = {topic: scenario.topic.partitions}
-        if pipeline is not None:
+        if scenario.workload.pipeline is not None:
             self.topics[scenario.pipeline_output_topic] = scenario.topic.partitions
-        self.stable = StableObserver(cluster, self.topics, history) if w.transactional else None
+        self.stable = StableObserver(cluster, self.topics, history) if scenario.workload.transactional else None
         watched = scenario.cluster.watch_requests
         self.watch = RequestWatch(cluster, api_list(watched), history) if watched else None
 

@@ -10,10 +10,10 @@ the path is one Kafka setting (``workload.producers.config.enable.idempotence=tr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from catalogue.exits import HarnessError
 from clusters.config_names import config_names
@@ -24,53 +24,20 @@ from faults.base import FaultError
 from faults.registry import FAULTS
 from faults.schedule import SAME, FaultPlan
 from faults.targets import CLIENT_TARGETS, TARGETS
-from workloads.client import LIBRARIES, Library
-from workloads.confluent_release import is_release
-from workloads.txn_policy import DEFAULT_ON_COMMIT_ERROR, ON_COMMIT_ERROR_DESCRIPTION, OnCommitError
+from workloads.client import LIBRARIES
 from verdicts.expect import EXPECTABLE, EXPECTATION, RELEASE_CONDITION, RENAMED
-from harness.group_protocol import SETTING as GROUP_PROTOCOL_SETTING, Brokers, GroupProtocol, check_role
-from harness.share_role import ShareConsumersModel, check as check_share_role, Brokers as ShareBrokers
+from harness import consumers_role, pipeline_role, producers_role, share_role
+from harness.consumers_role import ConsumersModel
+from harness.group_protocol import Brokers, check_role
+from harness.pipeline_role import PipelineModel
+from harness.producers_role import ProducersModel, TransactionsModel
+from harness.role_settings import CLIENT_VERSION, Client, Release, RoleView, Scalar, Strict, group_protocol, own_map
+from harness.share_role import ShareConsumersModel, Brokers as ShareBrokers
 from harness.kafka_settings import (check_broker_settings, check_consumer_settings, check_java_settings,
                                     check_producer_settings, check_topic_settings)
 
-Scalar = Union[bool, int, float, str]
-Client = Library
 CONFIG_MAPS = {"config", "broker_config", "librdkafka_config", "java_config", "features"}
-ROLE_CLIENT = Field(None, description="librdkafka or java; null: workload.client")
-LIBRARY_CONFIG = Field({}, description="settings only a librdkafka client gets (e.g. queue.buffering.max.messages), "
-                       "added to config")
-JAVA_CONFIG = Field({}, description="settings only a Java client gets (e.g. buffer.memory), added to config")
-GROUP_PROTOCOL = Field(None, description="group.protocol of this role's clients: classic, or consumer (KIP-848: "
-                       "KRaft and Kafka 4.0 or later, librdkafka 2.12 or kafka-clients 4.0 or later; the session "
-                       "timeout and heartbeat are then the brokers' group.consumer.* settings); null: the client's "
-                       "default (classic)")
-
-
-def written_as_release(value: Any) -> Any:
-    """A client_version is a release's number, confluent-kafka's or kafka-clients' (whether PyPI or Maven Central
-    has it is found out before the cluster starts); YAML reads an unquoted 2.5 as a number, refused as written."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, str) and not is_release(value):
-        raise ValueError(f"{value!r} is not a client release (e.g. 2.5.0 for confluent-kafka, 3.7.2 for "
-                         "kafka-clients)")
-    return value
-
-
-Release = Annotated[str, BeforeValidator(written_as_release)]
-CLIENT_VERSION = Field(None, description="the release the roles on workload.client run. librdkafka: a "
-                       "confluent-kafka release from PyPI (e.g. 2.5.0, with the librdkafka its wheel bundles), in an "
-                       "environment of its own under .cache/clients; null: the locked release of .venv. java: a "
-                       "kafka-clients release from Maven Central, 3.5.0 or later (the Java program is built against "
-                       "it under .cache/java-workload); null: kafka-clients of cluster.kafka_version. Built before "
-                       "the cluster starts. The harness's own clients (admin, observer) and the final read-back stay "
-                       "on the locked release and the cluster's kafka-clients")
-ROLE_CLIENT_VERSION = Field(None, description="this role's client release, as workload.client_version; null: "
-                            "workload.client_version if the role runs workload.client, else the locked release")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+ROLES = (producers_role.KEY, consumers_role.KEY, pipeline_role.KEY, share_role.KEY)   # as they are written
 
 
 class ClusterModel(Strict):
@@ -122,85 +89,6 @@ class TopicModel(Strict):
                                       "the names this Kafka release defines")
 
 
-class ProducersModel(Strict):
-    """Processes that write sequence-numbered messages and report every acknowledgement."""
-
-    count: int = Field(2, ge=1, le=64, description="producer processes")
-    rate: float | None = Field(None, gt=0, description="messages per second per producer; null: unbounded")
-    message_bytes: int = Field(100, ge=16, le=1_000_000, description="the size of each message's value")
-    client: Client | None = ROLE_CLIENT
-    client_version: Release | None = ROLE_CLIENT_VERSION
-    config: dict[str, Scalar] = Field({}, description="producer settings both clients read (acks, "
-                                      "enable.idempotence, linger.ms, ...), checked by the client before the run")
-    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
-    java_config: dict[str, Scalar] = JAVA_CONFIG
-
-    @field_validator("config", "librdkafka_config", "java_config")
-    @classmethod
-    def _acks(cls, config: dict[str, Scalar]) -> dict[str, Scalar]:
-        acks = config.get("acks", config.get("request.required.acks"))
-        if acks is not None and str(acks) not in {"0", "1", "-1", "all"}:
-            raise ValueError(f"acks must be 0, 1, all or -1, not {acks!r}")
-        return config
-
-
-class ConsumersModel(Strict):
-    """Application consumers in one group, reading the topic live while the faults hit."""
-
-    count: int = Field(1, ge=0, le=64, description="consumer processes (0: none)")
-    group: str = Field("kchaos-app", description="their group.id")
-    commit: Literal["auto", "manual"] = Field("auto", description="auto: the client's timer commits what was "
-                                              "polled; manual: a synchronous commit after processing")
-    processing_ms: float = Field(0, ge=0, le=600_000, description="time the application spends on each polled "
-                                 "batch before its records count as processed")
-    isolation: Literal["read_committed", "read_uncommitted"] | None = Field(
-        None, description="isolation.level; null: read_committed when transactions or a pipeline run, else the "
-        "client's default")
-    client: Client | None = ROLE_CLIENT
-    client_version: Release | None = ROLE_CLIENT_VERSION
-    group_protocol: GroupProtocol | None = GROUP_PROTOCOL
-    config: dict[str, Scalar] = Field({}, description="consumer settings both clients read (session.timeout.ms, "
-                                      "auto.commit.interval.ms, ...); group.id and enable.auto.commit are the "
-                                      "harness's")
-    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
-    java_config: dict[str, Scalar] = JAVA_CONFIG
-
-
-class TransactionsModel(Strict):
-    """Each producer writes in transactions under a transactional.id of its own (a replacement fences it)."""
-
-    size: int = Field(10, ge=1, le=100_000, description="messages per transaction, round-robin over partitions")
-    abort_probability: float = Field(0.1, ge=0, le=1, description="transactions aborted on purpose")
-    timeout_ms: int = Field(60_000, ge=1000, le=900_000, description="transaction.timeout.ms")
-    commit_timeout_s: float = Field(10, gt=0, le=600, description="a commit or abort unanswered this long has an "
-                                    "unknown outcome (under on_commit_error replace; retry and abort wait on)")
-    on_commit_error: OnCommitError = Field(DEFAULT_ON_COMMIT_ERROR, description=ON_COMMIT_ERROR_DESCRIPTION)
-
-
-class PipelineModel(Strict):
-    """An exactly-once consume-transform-produce application reading the workload's topic."""
-
-    count: int = Field(1, ge=1, le=16, description="pipeline processes, in one consumer group")
-    batch: int = Field(100, ge=1, le=100_000, description="input records per transaction at most")
-    output_topic: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$",
-                                     description="null: the workload topic's name plus .out")
-    group: str = Field("kchaos-pipeline", description="the pipeline's consumer group")
-    processing_ms: float = Field(0, ge=0, le=600_000, description="time each transaction stays open with its "
-                                 "outputs written before it commits (where a crash lands)")
-    client: Client | None = ROLE_CLIENT
-    client_version: Release | None = ROLE_CLIENT_VERSION
-    group_protocol: GroupProtocol | None = GROUP_PROTOCOL
-    config: dict[str, Scalar] = Field({}, description="settings of the pipeline's input consumer, e.g. "
-                                      "session.timeout.ms: how soon a crashed instance's partitions move")
-    librdkafka_config: dict[str, Scalar] = LIBRARY_CONFIG
-    java_config: dict[str, Scalar] = JAVA_CONFIG
-    timeout_ms: int | None = Field(None, ge=1000, le=900_000, description="transaction.timeout.ms of the "
-                                   "pipeline's producer; null: workload.transactions.timeout_ms, else 60000")
-    commit_timeout_s: float | None = Field(None, gt=0, le=600, description="as workload.transactions' for the "
-                                           "pipeline's commits; null: workload.transactions.commit_timeout_s, else 10")
-    on_commit_error: OnCommitError = Field(DEFAULT_ON_COMMIT_ERROR, description=ON_COMMIT_ERROR_DESCRIPTION)
-
-
 class WorkloadModel(Strict):
     """What runs against the cluster: producers, consumers, and optionally transactions and a pipeline."""
 
@@ -221,113 +109,28 @@ class WorkloadModel(Strict):
         """Transactions somewhere: the read-back reads committed and uncommitted, and the observer samples LSOs."""
         return self.transactions is not None or self.pipeline is not None
 
-    @property
-    def producer_client(self) -> Client:
-        return self.producers.client or self.client
+    def role(self, key: str) -> RoleView:
+        """A role (``producers``, ``consumers``, ``pipeline``, ``share_consumers``) as it runs: its settings, its
+        client (its own, else workload.client) and its pinned release (its own, else workload.client_version when it
+        runs workload.client: a version belongs to a client kind, so a librdkafka role among Java ones runs the
+        locked release). KeyError: the scenario has no such role."""
+        settings = getattr(self, key)
+        if settings is None:
+            raise KeyError(key)
+        client: Client = settings.client or self.client
+        own = settings.client_version
+        release = own if own is not None else self.client_version if client == self.client else None
+        return RoleView(key, settings, client, release, runs=getattr(settings, "count", 1) > 0)
 
     @property
-    def consumer_client(self) -> Client:
-        return self.consumers.client or self.client
-
-    @property
-    def pipeline_client(self) -> Client:
-        return (self.pipeline.client if self.pipeline is not None else None) or self.client
-
-    @property
-    def share_client(self) -> Client:
-        return (self.share_consumers.client if self.share_consumers is not None else None) or self.client
-
-    @property
-    def share_client_version(self) -> str | None:
-        return self.role_client_version(self.share_consumers.client_version if self.share_consumers is not None
-                                        else None, self.share_client)
-
-    @property
-    def producer_client_version(self) -> str | None:
-        """The confluent-kafka release the producers run (None: the locked one, or a Java client)."""
-        return self.role_client_version(self.producers.client_version, self.producer_client)
-
-    @property
-    def consumer_client_version(self) -> str | None:
-        return self.role_client_version(self.consumers.client_version, self.consumer_client)
-
-    @property
-    def pipeline_client_version(self) -> str | None:
-        return self.role_client_version(self.pipeline.client_version if self.pipeline is not None else None,
-                                        self.pipeline_client)
-
-    def role_client_version(self, own: str | None, client: Client) -> str | None:
-        """A role's release: its own pin, else workload.client_version when it runs workload.client (a version
-        belongs to a client kind: a librdkafka role among Java ones runs the locked release)."""
-        return own if own is not None else self.client_version if client == self.client else None
-
-    @property
-    def role_releases(self) -> list[tuple[Client, str | None]]:
-        """Each role's client and pinned release, in role order (None: no pin, or the role runs no process)."""
-        return [(self.producer_client, self.producer_client_version),
-                (self.consumer_client, self.consumer_client_version if self.consumers.count else None),
-                (self.pipeline_client, self.pipeline_client_version if self.pipeline is not None else None),
-                (self.share_client, self.share_client_version if self.share_consumers is not None else None)]
+    def roles(self) -> list[RoleView]:
+        """Every role that runs processes, in the order they are written."""
+        return [view for view in (self.role(key) for key in ROLES if getattr(self, key) is not None) if view.runs]
 
     @property
     def pinned_releases(self) -> list[str]:
         """Every confluent-kafka release some role runs other than the locked one, each once, in role order."""
-        return list(dict.fromkeys(v for client, v in self.role_releases if client == "librdkafka" and v is not None))
-
-    @property
-    def producer_config(self) -> dict[str, Scalar]:
-        """What the producers are given: config plus their client's own map."""
-        return client_config(self.producers, self.producer_client)
-
-    @property
-    def consumer_config(self) -> dict[str, Scalar]:
-        return client_config(self.consumers, self.consumer_client)
-
-    @property
-    def pipeline_config(self) -> dict[str, Scalar]:
-        """The pipeline's input consumer's settings (its producer takes the producers')."""
-        return {} if self.pipeline is None else client_config(self.pipeline, self.pipeline_client)
-
-    @property
-    def pipeline_producer_config(self) -> dict[str, Scalar]:
-        """The pipeline's output producer: the producers' settings, for the pipeline's client."""
-        return client_config(self.producers, self.pipeline_client)
-
-    @property
-    def pipeline_timeout_ms(self) -> int:
-        """transaction.timeout.ms of the pipeline's producer."""
-        if self.pipeline is not None and self.pipeline.timeout_ms is not None:
-            return self.pipeline.timeout_ms
-        return self.transactions.timeout_ms if self.transactions is not None else 60_000
-
-    @property
-    def pipeline_commit_timeout_s(self) -> float:
-        if self.pipeline is not None and self.pipeline.commit_timeout_s is not None:
-            return self.pipeline.commit_timeout_s
-        return self.transactions.commit_timeout_s if self.transactions is not None else 10
-
-    @property
-    def consumer_isolation(self) -> str | None:
-        """The application consumers' isolation.level (None: the client's own default)."""
-        if self.consumers.isolation is not None:
-            return self.consumers.isolation
-        return "read_committed" if self.transactional else None
-
-
-def client_config(role: ProducersModel | ConsumersModel | PipelineModel, client: Client) -> dict[str, Scalar]:
-    """config, then the client's own map, then a consumer role's group_protocol as group.protocol: what each of
-    the role's processes is given, on either client."""
-    return {**role.config, **own_map(role, client), **group_protocol(role)}
-
-
-def own_map(role: ProducersModel | ConsumersModel | PipelineModel, client: Client) -> dict[str, Scalar]:
-    return role.java_config if client == "java" else role.librdkafka_config
-
-
-def group_protocol(role: ProducersModel | ConsumersModel | PipelineModel) -> dict[str, Scalar]:
-    """``{group.protocol: ...}`` when the role names one, else nothing (the client's default)."""
-    protocol = role.group_protocol if isinstance(role, (ConsumersModel, PipelineModel)) else None
-    return {} if protocol is None else {GROUP_PROTOCOL_SETTING: protocol}
+        return list(dict.fromkeys(r.release for r in self.roles if r.client == "librdkafka" and r.release))
 
 
 def known_fault(kind: str) -> str:
@@ -494,35 +297,33 @@ class Scenario(Strict):
         self._faults_can_act()
         self._client_versions_possible()
         self._group_protocol_possible()
-        self._transactions_possible()
+        self._roles_possible()
+        self._fault_targets_exist()
         self._kafka_settings_exist()
-        self._share_group_possible()
         return self
 
     def share_brokers(self) -> ShareBrokers:
         c = self.cluster
         return ShareBrokers(c.metadata, c.kafka_version, dict(c.features), dict(c.broker_config))
 
-    def _share_group_possible(self) -> None:
-        w = self.workload
+    def _roles_possible(self) -> None:
+        """What each role refuses of its own settings, and of the cluster it runs on."""
+        w, broker_config = self.workload, dict(self.cluster.broker_config)
+        producers_role.check(w, broker_config)
+        consumers_role.check(w)
+        pipeline_role.check(w, self.topic.name, broker_config)
         if w.share_consumers is not None:
-            check_share_role(w.share_consumers, w.share_client, w.share_client_version, self.share_brokers())
+            share = w.role(share_role.KEY)
+            share_role.check(w.share_consumers, share.client, share.release, self.share_brokers())
 
     def _client_versions_possible(self) -> None:
         """A Java role's client_version is a kafka-clients release the Java program is built against: 3.5.0 on."""
-        w = self.workload
-        pins = [("workload.producers", w.producer_client, w.producer_client_version),
-                ("workload.consumers", w.consumer_client, w.consumer_client_version)]
-        if w.pipeline is not None:
-            pins.append(("workload.pipeline", w.pipeline_client, w.pipeline_client_version))
-        if w.share_consumers is not None:
-            pins.append(("workload.share_consumers", w.share_client, w.share_client_version))
-        for where, client, version in pins:
-            if client == "java" and version is not None and kafka_release(version)[:2] < OLDEST_KAFKA:
+        for role in self.workload.roles:
+            if role.client == "java" and role.release is not None and kafka_release(role.release)[:2] < OLDEST_KAFKA:
                 oldest = ".".join(map(str, OLDEST_KAFKA))
-                raise ValueError(f"{where}.client_version={version}: the role runs java, and kchaos builds its Java "
-                                 f"program against kafka-clients {oldest}.0 and later (a confluent-kafka release "
-                                 "belongs to a librdkafka role)")
+                raise ValueError(f"{role.where}.client_version={role.release}: the role runs java, and kchaos builds "
+                                 f"its Java program against kafka-clients {oldest}.0 and later (a confluent-kafka "
+                                 "release belongs to a librdkafka role)")
 
     def _group_protocol_possible(self) -> None:
         """group.protocol=consumer only where the brokers and the role's client serve KIP-848, and without the
@@ -534,67 +335,24 @@ class Scenario(Strict):
                 if fault is not None and fault.kind == "rolling-upgrade" and fault.options.get("to_version"):
                     releases.append((str(fault.options["to_version"]), f"{where}.options.to_version"))
         brokers = Brokers(c.metadata, releases, dict(c.features), dict(c.broker_config))
-        roles: list[tuple[str, ConsumersModel | PipelineModel, Client, str | None]] = [
-            ("workload.consumers", w.consumers, w.consumer_client, w.consumer_client_version)]
-        if w.pipeline is not None:
-            roles.append(("workload.pipeline", w.pipeline, w.pipeline_client, w.pipeline_client_version))
-        for where, role, client, release in roles:
-            check_role(where, role.group_protocol, {"config": dict(role.config),
-                                                    f"{client}_config": dict(own_map(role, client))},
-                       client, release or (c.kafka_version if client == "java" else None), brokers)
+        for role in (w.role(consumers_role.KEY), *([w.role(pipeline_role.KEY)] if w.pipeline is not None else [])):
+            check_role(role.where, role.settings.group_protocol,
+                       {"config": dict(role.settings.config), f"{role.client}_config": own_map(role.settings,
+                                                                                               role.client)},
+                       role.client, role.release or (c.kafka_version if role.client == "java" else None), brokers)
 
     @property
     def java_client_releases(self) -> list[str]:
         """Every kafka-clients release some Java role runs, each once, in role order, and the cluster's when a share
         group asks the brokers for its offsets: the Java program is built against each before the cluster starts."""
-        releases = [v or self.cluster.kafka_version for client, v in self.workload.role_releases if client == "java"]
+        releases = [r.release or self.cluster.kafka_version for r in self.workload.roles if r.client == "java"]
         if self.workload.share_consumers is not None:  # the brokers' word on a share group comes through it
             releases.append(self.cluster.kafka_version)
         return list(dict.fromkeys(releases))
 
-    def _transactions_possible(self) -> None:
-        """Transactions need an idempotent producer and a timeout the brokers accept; the harness names them."""
+    def _fault_targets_exist(self) -> None:
+        """A fault aimed at a role or a coordinator the workload does not have is refused, not a quiet no-op."""
         w = self.workload
-        producer = {k: str(v).lower() for k, v in w.producer_config.items()}
-        if "isolation.level" in w.consumer_config and w.consumers.isolation is not None:
-            raise ValueError("workload.consumers: set isolation or config.isolation.level, not both")
-        if w.transactions is not None:
-            if "transactional.id" in producer:
-                raise ValueError("workload.producers.config.transactional.id: the harness sets it itself (one per "
-                                 "producer) when workload.transactions is on")
-            if producer.get("acks", producer.get("request.required.acks", "all")) not in ("all", "-1"):
-                raise ValueError("workload.transactions needs workload.producers.config.acks=all (a transactional "
-                                 "producer is idempotent)")
-            if producer.get("enable.idempotence") == "false":
-                raise ValueError("workload.transactions needs enable.idempotence: a transactional producer is "
-                                 "idempotent")
-            for name in ("message.timeout.ms", "delivery.timeout.ms"):
-                if (w.producer_client == "librdkafka" and name in producer
-                        and int(producer[name]) > w.transactions.timeout_ms):
-                    raise ValueError(f"workload.producers.config.{name}={producer[name]} is above "
-                                     f"workload.transactions.timeout_ms={w.transactions.timeout_ms}: librdkafka "
-                                     "refuses a message time-out longer than the transaction's")
-            most = int(self.cluster.broker_config.get("transaction.max.timeout.ms", 900_000))
-            if w.transactions.timeout_ms > most:
-                raise ValueError(f"workload.transactions.timeout_ms={w.transactions.timeout_ms} is above the brokers' "
-                                 f"transaction.max.timeout.ms={most}: init_transactions would be refused")
-        if w.pipeline is not None:
-            pipeline_producer = {k: str(v).lower() for k, v in w.pipeline_producer_config.items()}
-            if "transaction.timeout.ms" in pipeline_producer and w.transactions is None:
-                raise ValueError("workload.producers.config.transaction.timeout.ms: the harness sets the pipeline's "
-                                 "itself: set workload.pipeline.timeout_ms")
-            for name in ("message.timeout.ms", "delivery.timeout.ms"):
-                if (w.pipeline_client == "librdkafka" and name in pipeline_producer
-                        and int(pipeline_producer[name]) > w.pipeline_timeout_ms):
-                    raise ValueError(f"workload.producers.config.{name}={pipeline_producer[name]} is above the "
-                                     f"pipeline's transaction.timeout.ms={w.pipeline_timeout_ms} (workload.pipeline."
-                                     "timeout_ms): librdkafka refuses a message time-out longer than the transaction's")
-            most = int(self.cluster.broker_config.get("transaction.max.timeout.ms", 900_000))
-            if w.pipeline_timeout_ms > most:
-                raise ValueError(f"workload.pipeline.timeout_ms={w.pipeline_timeout_ms} is above the brokers' "
-                                 f"transaction.max.timeout.ms={most}: init_transactions would be refused")
-        if w.pipeline is not None and self.pipeline_output_topic == self.topic.name:
-            raise ValueError("workload.pipeline.output_topic must differ from topic.name (its input)")
         for i, fault in enumerate(self.faults):
             for where, target in ((f"faults.{i}", fault.target),
                                   (f"faults.{i}.then", fault.then.target if fault.then is not None else None)):
@@ -611,46 +369,39 @@ class Scenario(Strict):
 
     @property
     def pipeline_output_topic(self) -> str:
-        pipeline = self.workload.pipeline
-        if pipeline is not None and pipeline.output_topic:
-            return pipeline.output_topic
-        return f"{self.topic.name}.out"
+        return pipeline_role.output_topic(self.workload, self.topic.name)
 
     def _kafka_settings_exist(self) -> None:
         """Every Kafka setting is one its client, broker or topic reads: a typo never quietly changes the trial."""
         w = self.workload
         timeout_ms = None if w.transactions is None else w.transactions.timeout_ms
-        # (where, settings, client, its release (None: the locked one or the cluster's), kind, the
-        # transaction.timeout.ms a producer runs with)
-        roles: list[tuple[str, ProducersModel | ConsumersModel | PipelineModel, Client, str | None, str,
-                          int | None]] = [
-            ("workload.producers", w.producers, w.producer_client, w.producer_client_version, "producer", timeout_ms),
-            ("workload.consumers", w.consumers, w.consumer_client, w.consumer_client_version, "consumer", None)]
+        # (the role, kind, its group and commit mode, the transaction.timeout.ms a producer runs with)
+        roles: list[tuple[RoleView, str, str, str, int | None]] = [
+            (w.role(producers_role.KEY), "producer", "", "manual", timeout_ms),
+            (w.role(consumers_role.KEY), "consumer", w.consumers.group, w.consumers.commit, None)]
         if w.pipeline is not None:
-            roles += [("workload.pipeline", w.pipeline, w.pipeline_client, w.pipeline_client_version, "consumer",
-                       None)]
-            if (w.pipeline_client, w.pipeline_client_version, w.pipeline_timeout_ms) != (
-                    w.producer_client, w.producer_client_version, timeout_ms):
+            pipeline, its_producer = w.role(pipeline_role.KEY), pipeline_role.producer_view(w)
+            pipeline_timeout_ms = pipeline_role.timeout_ms(w)
+            roles.append((pipeline, "consumer", w.pipeline.group, "manual", None))
+            if (its_producer.client, its_producer.release, pipeline_timeout_ms) != (
+                    roles[0][0].client, roles[0][0].release, timeout_ms):
                 # its producer runs the producers' settings on its client, transactional with its own time-out
-                roles += [("workload.producers", w.producers, w.pipeline_client, w.pipeline_client_version,
-                           "producer", w.pipeline_timeout_ms)]
-        for where, role, client, release, kind, timeout_ms in roles:
-            group, commit = (w.consumers.group, w.consumers.commit) if role is w.consumers else (
-                (w.pipeline.group, "manual") if w.pipeline is not None and role is w.pipeline else ("", "manual"))
-            if client == "java":
-                release = release or self.cluster.kafka_version
+                roles.append((its_producer, "producer", "", "manual", pipeline_timeout_ms))
+        for role, kind, group, commit, role_timeout_ms in roles:
+            where, settings = role.where, role.settings
+            if role.client == "java":
                 try:
-                    names = config_names(release)
+                    names = config_names(role.release or self.cluster.kafka_version)
                 except ClusterError as e:
                     raise ValueError(str(e)) from None
-                check_java_settings(kind, where, {f"{where}.config": dict(role.config),
-                                                  f"{where}.java_config": dict(role.java_config),
-                                                  f"{where}.group_protocol": group_protocol(role)},
-                                    names, group, commit, timeout_ms)
+                check_java_settings(kind, where, {f"{where}.config": dict(settings.config),  # type: ignore[arg-type]
+                                                  f"{where}.java_config": dict(settings.java_config),
+                                                  f"{where}.group_protocol": group_protocol(settings)},
+                                    names, group, commit, role_timeout_ms)
             elif kind == "producer":
-                check_producer_settings(client_config(role, client), timeout_ms)
+                check_producer_settings(role.config, role_timeout_ms)
             else:
-                check_consumer_settings(client_config(role, client), group, commit, f"{where}.config")
+                check_consumer_settings(role.config, group, commit, f"{where}.config")  # type: ignore[arg-type]
         if self.cluster.broker_config or self.topic.config:
             try:
                 names = config_names(self.cluster.kafka_version)

@@ -17,7 +17,7 @@ from clusters.errors import ClusterError
 from clusters.kafka_versions import kafka_release
 from clusters.share_groups import ShareOffset, share_offsets
 from harness.group_protocol import minor_of
-from harness.roles import Ends, RoleRun
+from harness.roles import Ends, RoleRun, TrialSetting
 from workloads.client import ClientProcess, Library, WorkloadError
 from workloads.share_consumer import ShareConsumerClient, ShareLedger
 from workloads.workload import stop_all
@@ -169,6 +169,16 @@ class ShareRun(RoleRun):
                                 history.clock, self.ledger, seed, role.release, role.reject, role.processing_ms,
                                 client=client, kafka_version=brokers.kafka_version, client_version=release)
             for i in range(role.count)]
+
+    @classmethod
+    def build(cls, trial: TrialSetting) -> "ShareRun | None":
+        w, b = trial.workload, trial.brokers
+        if w.share_consumers is None:
+            return None
+        view = w.role(KEY)
+        return cls(w.share_consumers, view.client, view.release,
+                   Brokers(b.metadata, b.kafka_version, b.features, b.broker_config), trial.topic, trial.seed,
+                   trial.bootstrap, trial.history)
 
     def prepare(self, cluster: "Cluster") -> None:
         """Give the group its settings before any member joins (it reads the log from its start, not its end), and

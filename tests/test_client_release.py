@@ -49,14 +49,15 @@ def test_a_release_is_written_as_one(version: str, ok: bool) -> None:
 
 def test_one_version_pins_every_librdkafka_role_and_nothing_else() -> None:
     w = scenario("workload.client_version=2.5.0").workload
-    assert (w.producer_client_version, w.consumer_client_version, w.pinned_releases) == ("2.5.0", "2.5.0", ["2.5.0"])
+    assert (w.role("producers").release, w.role("consumers").release, w.pinned_releases) == ("2.5.0", "2.5.0",
+                                                                                             ["2.5.0"])
     assert scenario().workload.pinned_releases == []
-    assert scenario().workload.producer_client_version is None
+    assert scenario().workload.role("producers").release is None
 
 
 def test_a_role_may_pin_its_own_release() -> None:
     w = scenario("workload.client_version=2.5.0", "workload.producers.client_version=2.3.0").workload
-    assert (w.producer_client_version, w.consumer_client_version, w.pinned_releases) == ("2.3.0", "2.5.0",
+    assert (w.role("producers").release, w.role("consumers").release, w.pinned_releases) == ("2.3.0", "2.5.0",
                                                                                          ["2.3.0", "2.5.0"])
 
 
@@ -64,9 +65,9 @@ def test_a_version_belongs_to_its_client_kind() -> None:
     """workload.client_version pins the roles that run workload.client: a Java producer beside librdkafka consumers
     runs kafka-clients as always, and a librdkafka role among Java ones runs the locked release unless it pins."""
     w = scenario("workload.client_version=2.5.0", "workload.producers.client=java").workload
-    assert (w.producer_client_version, w.consumer_client_version, w.pinned_releases) == (None, "2.5.0", ["2.5.0"])
+    assert (w.role("producers").release, w.role("consumers").release, w.pinned_releases) == (None, "2.5.0", ["2.5.0"])
     w = scenario("workload.client=java", "workload.consumers.client=librdkafka").workload
-    assert w.consumer_client_version is None and w.pinned_releases == []
+    assert w.role("consumers").release is None and w.pinned_releases == []
 
 
 @pytest.mark.parametrize("settings, said", [
@@ -113,7 +114,7 @@ def test_a_java_pin_runs_its_kafka_clients(monkeypatch: pytest.MonkeyPatch) -> N
     """A Java role's client_version is the kafka-clients release its program is built against; without one it runs
     the cluster's; the scenario lists each release to build before the cluster starts."""
     s = scenario("workload.client=java", "workload.producers.client_version=3.7.2", "workload.consumers.count=1")
-    assert (s.workload.producer_client_version, s.workload.consumer_client_version) == ("3.7.2", None)
+    assert (s.workload.role("producers").release, s.workload.role("consumers").release) == ("3.7.2", None)
     assert s.java_client_releases == ["3.7.2", s.cluster.kafka_version] and s.workload.pinned_releases == []
     monkeypatch.setattr("workloads.java_client.java_command", lambda release, role, spec: [release, role])
     pinned = ProducerClient("p0", NO_BROKER, "t", {}, None, RunClock(), client="java",  # type: ignore[arg-type]

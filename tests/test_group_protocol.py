@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from catalogue.exits import HarnessError
+from harness import pipeline_role
 from harness.scenario import Scenario, load_scenario
 
 KRAFT_4 = "cluster: {kafka_version: 4.3.1, metadata: kraft}\n"  # the 4.x release make setup prepares
@@ -32,14 +33,15 @@ def test_the_setting_reaches_every_consumer_and_pipeline_process_of_either_clien
     text = (KRAFT_4 + f"workload:\n  client: {client}\n  consumers: {{group_protocol: consumer, config: "
             "{auto.commit.interval.ms: 100}}\n  pipeline: {group_protocol: consumer}\n")
     w = load(tmp_path, text).workload
-    assert w.consumer_config == {"auto.commit.interval.ms": 100, "group.protocol": "consumer"}
-    assert w.pipeline_config == {"group.protocol": "consumer"}
-    assert "group.protocol" not in w.producer_config and "group.protocol" not in w.pipeline_producer_config
+    assert w.role("consumers").config == {"auto.commit.interval.ms": 100, "group.protocol": "consumer"}
+    assert w.role("pipeline").config == {"group.protocol": "consumer"}
+    assert "group.protocol" not in w.role("producers").config
+    assert "group.protocol" not in pipeline_role.producer_config(w)
     # a role on the other client gets it too, and null leaves the client's default alone
     other = "java" if client == "librdkafka" else "librdkafka"
     w = load(tmp_path, text, [f"workload.pipeline.client={other}", "workload.consumers.group_protocol=null"]).workload
-    assert (w.pipeline_client, w.pipeline_config) == (other, {"group.protocol": "consumer"})
-    assert w.consumer_config == {"auto.commit.interval.ms": 100}
+    assert (w.role("pipeline").client, w.role("pipeline").config) == (other, {"group.protocol": "consumer"})
+    assert w.role("consumers").config == {"auto.commit.interval.ms": 100}
 
 
 @pytest.mark.parametrize("cluster", ["{}", "{metadata: kraft}", "{kafka_version: 4.3.1, metadata: kraft}"])
@@ -50,7 +52,7 @@ def test_classic_is_accepted_on_every_cluster_and_client_with_the_classic_settin
             "{session.timeout.ms: 6000, heartbeat.interval.ms: 2000}}\n"
             "  pipeline: {group_protocol: classic, config: {session.timeout.ms: 6000}}\n")
     w = load(tmp_path, text).workload
-    assert w.consumer_config["group.protocol"] == w.pipeline_config["group.protocol"] == "classic"
+    assert w.role("consumers").config["group.protocol"] == w.role("pipeline").config["group.protocol"] == "classic"
 
 
 def test_the_consumer_protocol_runs_through_an_upgrade_between_4_x_releases_with_fast_broker_side_timeouts(
@@ -63,7 +65,7 @@ def test_the_consumer_protocol_runs_through_an_upgrade_between_4_x_releases_with
             "  features: {group.version: 1}\n"
             "workload: {consumers: {group_protocol: consumer, config: {group.remote.assignor: uniform}}}\n"
             "faults: [{kind: rolling-upgrade, options: {to_version: 4.3.1}}]\n")
-    assert load(tmp_path, text).workload.consumer_config["group.protocol"] == "consumer"
+    assert load(tmp_path, text).workload.role("consumers").config["group.protocol"] == "consumer"
 
 
 @pytest.mark.parametrize("text, message", [

@@ -10,6 +10,7 @@ import pytest
 
 from catalogue.exits import HarnessError
 from verdicts.expect import MET, NOT_JUDGED, UNMET, Assessment, assess
+from harness import pipeline_role
 from harness.scenario import load_scenario
 
 SCENARIOS = sorted(Path("scenarios").glob("*.yaml"))
@@ -177,11 +178,12 @@ workload:
 """))
         w = s.workload
         assert (w.transactions.on_commit_error, w.pipeline.on_commit_error) == ("abort", "retry")
-        assert (w.pipeline_timeout_ms, w.pipeline_commit_timeout_s) == (6000, 3)
-        assert w.producer_config["request.timeout.ms"] == 2000
+        assert (pipeline_role.timeout_ms(w), pipeline_role.commit_timeout_s(w)) == (6000, 3)
+        assert w.role("producers").config["request.timeout.ms"] == 2000
     s = load_scenario(write(tmp_path,
                             "workload: {transactions: {timeout_ms: 7000, commit_timeout_s: 4}, pipeline: {}}"))
-    assert (s.workload.pipeline_timeout_ms, s.workload.pipeline_commit_timeout_s) == (7000, 4)  # the producers'
+    # the producers'
+    assert (pipeline_role.timeout_ms(s.workload), pipeline_role.commit_timeout_s(s.workload)) == (7000, 4)
 
 
 def test_each_role_runs_its_client_with_the_shared_config_and_its_clients_own(tmp_path: Path) -> None:
@@ -189,11 +191,11 @@ def test_each_role_runs_its_client_with_the_shared_config_and_its_clients_own(tm
             "    librdkafka_config: {queue.buffering.max.messages: 10}\n    java_config: {buffer.memory: 1048576}\n"
             "  consumers: {client: librdkafka, librdkafka_config: {fetch.wait.max.ms: 10}, java_config: {x.y: 1}}\n")
     w = load_scenario(write(tmp_path, text)).workload
-    assert (w.producer_client, w.consumer_client) == ("java", "librdkafka")
-    assert w.producer_config == {"acks": "all", "buffer.memory": 1048576}
-    assert w.consumer_config == {"fetch.wait.max.ms": 10}
+    assert (w.role("producers").client, w.role("consumers").client) == ("java", "librdkafka")
+    assert w.role("producers").config == {"acks": "all", "buffer.memory": 1048576}
+    assert w.role("consumers").config == {"fetch.wait.max.ms": 10}
     w = load_scenario(write(tmp_path, text), ["workload.producers.client=librdkafka"]).workload
-    assert w.producer_config == {"acks": "all", "queue.buffering.max.messages": 10}
+    assert w.role("producers").config == {"acks": "all", "queue.buffering.max.messages": 10}
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -202,7 +204,7 @@ def test_every_shipped_scenario_runs_on_the_java_client(path: Path) -> None:
     librdkafka_config. One release (the default's): each check is a JVM, and the catalog on 4.x is loaded by
     tests/test_cluster_spec.py."""
     scenario = load_scenario(path, ["workload.client=java"])
-    assert scenario.workload.producer_client == "java"
+    assert scenario.workload.role("producers").client == "java"
 
 
 def test_bad_override_is_one_line(tmp_path: Path) -> None:
