@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +16,7 @@ from clusters.errors import ClusterError
 from clusters.kafka_versions import kafka_release
 from clusters.share_groups import ShareOffset, share_offsets
 from harness.group_protocol import minor_of
+from harness.role_settings import BrokerFacts, Scalar
 from harness.roles import Ends, RoleRun, TrialSetting
 from workloads.client import ClientProcess, Library, WorkloadError
 from workloads.share_consumer import ShareConsumerClient, ShareLedger
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Scalar = Union[bool, int, float, str]
 KEY = "share_consumers"
 WHERE = f"workload.{KEY}"
 # share groups are generally available from these: brokers and kafka-clients 4.2 (KIP-932), confluent-kafka's
@@ -85,14 +84,8 @@ class ShareConsumersModel(BaseModel):
         return self
 
 
-@dataclass(frozen=True)
-class Brokers:
+class Brokers(BrokerFacts):
     """What decides whether the brokers serve share groups and which group settings they allow."""
-
-    metadata: str
-    kafka_version: str
-    features: dict[str, int]
-    broker_config: dict[str, Any]
 
     def setting(self, name: str, default: int) -> int:
         return int(self.broker_config.get(name, default))
