@@ -135,6 +135,11 @@ ANOMALY_LIST = (
             "brokers forgot a delivery (KIP-932 keeps acquisitions in the share-partition leader's memory, so a "
             "leader that crashes loses its in-flight deliveries); counted, not a violation", COUNTED,
             role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
+    Anomaly("share_delivery_unseen", "a delivery count the brokers gave a record that no member's client returned: "
+            "the record came at a higher count first, or after a gap in its counts (the brokers acquired it for a "
+            "fetch whose answer was lost, or for a member that crashed before its client returned it, and the "
+            "lock expired); one per missing count, counted, not a violation", COUNTED,
+            role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),
     Anomaly("share_archived", "a record whose last delivery was at the delivery limit and not accepted or rejected: "
             "archived by the brokers, never delivered again (counted, not a violation)", COUNTED,
             role="share_consumers", summary=None, denominator=(("share_deliveries",), "share deliveries")),

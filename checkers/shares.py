@@ -29,6 +29,14 @@ share-partition leader's memory only, so a leader that crashes loses its
 in-flight deliveries, and the record may then be delivered once more than
 its count says.
 
+A delivery count below a record's highest that no member was seen to get
+(``share_delivery_unseen``, counted, one per missing count) is one the
+brokers gave out that no member's client returned: acquired for a ShareFetch
+whose answer was lost, or for a member that crashed before its client
+returned the records; its lock expired and the next delivery came at a
+higher count. A record whose unseen delivery was its last at the limit is
+archived without a member having seen it (``share_settled_unseen``).
+
 A record is settled when some acknowledgement of it was an ACCEPT or REJECT
 reported done, or when it was delivered the group's limit of times (archived
 then, whatever its last acknowledgement was: ``share_archived`` when that was
@@ -72,8 +80,10 @@ AFTER_SETTLED, AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, AFTER_STALE = (
 NOT_ACQUIRED = ("InvalidRecordStateException", "INVALID_RECORD_STATE")
 # a delivery whose count is not above the one before it: the brokers forgot a delivery
 REPEATED = "share_delivery_count_repeated"
+# a delivery count below a record's highest that no member was seen to get
+UNSEEN = "share_delivery_unseen"
 # anomalies counted per delivery; the others per record
-PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, AFTER_STALE, REPEATED)
+PER_DELIVERY = (AFTER_RELEASE, AFTER_FAILED, AFTER_NOTHING, AFTER_STALE, REPEATED, UNSEEN)
 
 Record = tuple[str, int, int]  # topic, partition, offset
 ALL_SETTLED = 2**63 - 1  # the brokers' word that no record of a partition is unsettled, as an offset
@@ -219,7 +229,9 @@ def share_findings(lines: list[ShareLine], events: list[dict[str, Any]],
                 redeliveries[anomaly] += 1
             if d.delivery <= before.delivery:
                 redeliveries[REPEATED] += 1
-        if max(d.delivery for d in ds) > limit:
+        highest = max(d.delivery for d in ds)
+        redeliveries[UNSEEN] += highest - len({d.delivery for d in ds})
+        if highest > limit:
             records["share_over_delivered"].add(record)
         last = ds[-1]
         if last.delivery >= limit and not settles(last):

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkers.shares import (AFTER_FAILED, AFTER_NOTHING, AFTER_RELEASE, AFTER_SETTLED, AFTER_STALE, NOT_ACQUIRED,
-                             PER_DELIVERY, REPEATED, SETTLING, SHARE_ANOMALIES, SHARE_TALLY, Delivery, ShareLine,
-                             share_example, share_settings)
+                             PER_DELIVERY, REPEATED, SETTLING, SHARE_ANOMALIES, SHARE_TALLY, UNSEEN, Delivery,
+                             ShareLine, share_example, share_settings)
 from spark_analysis.encode import OK, Names
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ def _judge(spark: "SparkSession", deliveries: "DataFrame", limit: int, starts: d
     per_record = deliveries.groupBy(*RECORD).agg(
         F.max(F.expr(f"after = '{AFTER_SETTLED}'")).alias("after_settled"),
         F.max("delivery").alias("max_delivery"),
+        F.countDistinct("delivery").alias("counts_seen"),
         F.max("settles").alias("any_settles"),
         F.max(F.expr("CASE WHEN _last = 1 THEN delivery END")).alias("last_delivery"),
         F.max(F.expr("_last = 1 AND settles")).alias("last_settles"))
@@ -107,7 +108,8 @@ def _judge(spark: "SparkSession", deliveries: "DataFrame", limit: int, starts: d
         *RECORD, "coalesce(after_settled, false) AS share_redelivered_after_accept",
         f"max_delivery > {limit} AS share_over_delivered",
         f"(last_delivery >= {limit} AND NOT last_settles) AS share_archived",
-        f"NOT (any_settles OR max_delivery >= {limit}) AS unsettled")
+        f"NOT (any_settles OR max_delivery >= {limit}) AS unsettled",
+        f"max_delivery - counts_seen AS {UNSEEN}")
     topics = spark.createDataFrame([(i, t) for i, t in enumerate(names.topics)], "tid int, topic string")
     producers = spark.createDataFrame([(i, p) for i, p in enumerate(names.producers)], "pid int, producer string")
     done = spark.createDataFrame([(t, p) for (t, p), ok in complete.items() if ok] or [("", -1)],
@@ -126,14 +128,16 @@ def _judge(spark: "SparkSession", deliveries: "DataFrame", limit: int, starts: d
                           "AS share_settled_unseen"))
     by_record = [a for a in SHARE_ANOMALIES if a not in PER_DELIVERY]
     from_final = ("share_lost", "share_unsettled", "share_settled_unseen")
-    rows = (flagged.select(*RECORD, *[F.col(a).cast("int").alias(a) for a in by_record if a not in from_final])
+    rows = (flagged.select(*RECORD, *[F.col(a).cast("int").alias(a) for a in by_record if a not in from_final],
+                           UNSEEN)
             .unionByName(judged.select(*RECORD, *[F.col(a).cast("int").alias(a) for a in from_final]),
                          allowMissingColumns=True))
     # persisted: the counts come in one job, and the examples of what was found from the same rows (the final
     # read's joins run once)
     rows = rows.persist()
     try:
-        found = rows.agg(*[F.sum(F.coalesce(F.col(a), F.lit(0))).alias(a) for a in by_record]).collect()[0]
+        found = rows.agg(*[F.sum(F.coalesce(F.col(a), F.lit(0))).alias(a) for a in (*by_record, UNSEEN)]).collect()[0]
+        counts[UNSEEN] = int(found[UNSEEN] or 0)
         chosen: dict[str, list[tuple[str, int, int]]] = {}
         for a in by_record:
             counts[a] = int(found[a] or 0)

@@ -108,6 +108,11 @@ SHARE_CASES: dict[str, Lines] = {
         delivered(0, 1, 10), acked(0, 1, "accept", 12), delivered(0, 2, 13), acked(0, 2, "accept", 14, "fail"),
         delivered(1, 1, 10), acked(1, 1, "accept", 12), delivered(1, 2, 13), acked(1, 2, "accept", 14, "fail"),
         delivered(1, 3, 30, "s1"), acked(1, 3, "accept", 31, member="s1")]),
+    # answers to fetches lost: 0 first came at count 2 (count 1 was acquired for a member that never saw it); 1 came
+    # at 1, was released, and next came at 3: two deliveries no member's client returned
+    "fetch_answers_lost": shared(2, [delivered(0, 2, 20), acked(0, 2, "accept", 21),
+                                     delivered(1, 1, 10), acked(1, 1, "release", 11),
+                                     delivered(1, 3, 30, "s1"), acked(1, 3, "accept", 31, member="s1")]),
     # a second acknowledgement of one delivery: the last one counts (release, then accept)
     "two_acknowledgements_of_one_delivery": shared(1, [delivered(0, 1, 10), acked(0, 1, "release", 11),
                                                        acked(0, 1, "accept", 12)]),
@@ -136,6 +141,7 @@ def shares_of(results: dict[str, Any]) -> dict[str, int]:
     ("left_with_no_lag", {"share_settled_unseen": 2}),
     ("unsettled_with_no_start_offsets", {"share_unsettled": 2}),
     ("two_acknowledgements_of_one_delivery", {}),
+    ("fetch_answers_lost", {"share_delivery_unseen": 2, "share_redelivered_released": 1}),
     ("stale_accept_took_the_next_delivery", {"share_redelivered_stale_ack": 1, "share_redelivered_after_accept": 1,
                                              "share_redelivered_failed_ack": 1}),
 ])
