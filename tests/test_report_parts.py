@@ -17,7 +17,8 @@ from verdicts.matrix import clients_text, fault_column, settings_lines
 from verdicts.report import NS
 from verdicts.report.examples import describe_examples
 from verdicts.report.figure import latency_title, rate_ceiling, timeline_figure
-from verdicts.report.headline import anticipated, headline, percent
+from faults.targets import TARGETS
+from verdicts.report.headline import TARGET_WORDS, anticipated, headline, percent
 from verdicts.report.latency import Points, decode, encode, new_points
 from verdicts.report.scan import Scan, scan_history
 from verdicts.report.page import write_report
@@ -44,6 +45,10 @@ def results(**counts: int) -> dict[str, Any]:
 
 
 # --- the headline ------------------------------------------------------------------------------------------
+
+
+def test_every_fault_target_has_a_word_in_the_headline_and_the_matrix() -> None:
+    assert set(TARGETS) <= set(TARGET_WORDS)
 
 
 def test_a_loss_the_settings_allow_passes_in_one_sentence() -> None:

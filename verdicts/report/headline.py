@@ -32,7 +32,8 @@ FLAGGED = frozenset(a.name for a in ANOMALY_LIST if a.flagged)
 TARGET_WORDS = {"partition-leader": "leader", "controller": "controller", "txn-coordinator": "coordinator",
                 "group-coordinator": "group coordinator", "random-broker": "broker", "random-node": "node",
                 "majority-brokers": "majority", "all-brokers": "whole-cluster", "producer": "producer",
-                "consumer": "consumer", "pipeline": "pipeline", "random-client": "client"}
+                "consumer": "consumer", "pipeline": "pipeline", "random-client": "client",
+                "share-coordinator": "share coordinator", "share_consumer": "share member"}
 
 
 def percent(n: Any, d: Any) -> str:
