@@ -61,7 +61,12 @@ def share_consume(spec: dict[str, Any], clock: RunClock, stop: threading.Event, 
         consumer.subscribe([spec["topic"]])
         say_hello(out, {k: v for k, v in settings.items() if k != "bootstrap.servers"})
         while not stop.is_set():
-            batch = [m for m in consumer.poll(POLL_S) if m.error() is None]
+            try:
+                batch = [m for m in consumer.poll(POLL_S) if m.error() is None]
+            except KafkaException as e:  # a broker gone or a request timed out: the client goes on, so does it
+                if e.args[0].fatal():
+                    raise
+                continue
             if not batch:
                 continue
             now = clock.now_ns()
