@@ -394,6 +394,23 @@ def test_a_watched_request_passes_at_once_and_its_answer_is_noted_and_forwarded(
     run(test)
 
 
+def test_a_fault_on_a_watched_api_acts_and_its_record_says_what_the_watch_would() -> None:
+    async def test(proxy: Proxy, broker: FakeBroker) -> None:
+        c = await Client.connect(proxy.ports[1])
+        await until(lambda: proxy.links)
+        proxy.hold("w", ["EndTxn"], hold_s=0, connections="all", action="watch", fault="watch")
+        proxy.hold("r1", ["EndTxn"], broker=1, hold_s=0, action="drop-response", fault="drop-responses")
+        c.send(end_txn(2))
+        await until(lambda: proxy.records and proxy.records[0].outcome == "answered")
+        with pytest.raises(asyncio.TimeoutError):
+            await c.answer(0.3)   # the fault's rule acted: the answer was dropped, not forwarded
+        (dropped,) = proxy.records
+        assert (dropped.fault, dropped.action, dropped.response_error) == ("drop-responses", "response-dropped", "none")
+        assert proxy.stats()["rules"]["w"]["matched"] == 0
+        proxy.release("r1")
+    run(test)
+
+
 def test_a_replayed_request_reaches_the_broker_again_later_on_a_new_connection() -> None:
     async def test(proxy: Proxy, broker: FakeBroker) -> None:
         c = await Client.connect(proxy.ports[1])

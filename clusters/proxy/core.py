@@ -355,10 +355,15 @@ class Proxy:
             return
 
     def _match(self, link: Link, header: wire.RequestHeader) -> Rule | None:
+        """The rule that acts on this request: a fault's before a watch (a fault's record says what the watch's
+        would, its answer included), else the first that matches."""
+        watched = None
         for rule in self.rules.values():
             if rule.matches(link, header):
-                return rule
-        return None
+                if rule.action != "watch":
+                    return rule
+                watched = watched or rule
+        return watched
 
     def _enqueue(self, link: Link, data: bytes, header: wire.RequestHeader, rule: Rule | None) -> None:
         if rule is not None:
