@@ -14,7 +14,7 @@ from pydantic import Field
 from harness.group_protocol import GroupProtocol
 from harness.producers_role import KEY as PRODUCERS, check_timeouts
 from harness.role_settings import (GROUP_PROTOCOL, JAVA_CONFIG, LIBRARY_CONFIG, ROLE_CLIENT, ROLE_CLIENT_VERSION,
-                                   Client, Release, RoleView, Scalar, Strict, Workload, client_config)
+                                   Client, Release, RoleView, Scalar, Strict, Workload)
 from harness.roles import Ends, RoleRun, TrialSetting, watch_assignments
 from workloads.observer import record_committed
 from workloads.pipeline import PipelineClient
@@ -74,10 +74,6 @@ def producer_view(w: Workload) -> RoleView:
     return RoleView(PRODUCERS, w.producers, pipeline.client, pipeline.release, pipeline.runs)
 
 
-def producer_config(w: Workload) -> dict[str, Scalar]:
-    return client_config(w.producers, w.role(KEY).client)
-
-
 def output_topic(w: Workload, topic: str) -> str:
     """Its own output_topic, else the workload topic's name plus .out."""
     return w.pipeline.output_topic if w.pipeline is not None and w.pipeline.output_topic else f"{topic}.out"
@@ -87,13 +83,13 @@ def check(w: Workload, topic: str, broker_config: dict[str, Scalar]) -> None:
     """Its producer's time-outs the brokers or librdkafka would refuse, and an output topic that is its input."""
     if w.pipeline is None:
         return
-    config = {k: str(v).lower() for k, v in producer_config(w).items()}
+    config, its_timeout_ms = producer_view(w).config, timeout_ms(w)
     if "transaction.timeout.ms" in config and w.transactions is None:
         raise ValueError("workload.producers.config.transaction.timeout.ms: the harness sets the pipeline's "
                          "itself: set workload.pipeline.timeout_ms")
-    check_timeouts("workload.producers", config, w.role(KEY).client, timeout_ms(w), "workload.pipeline.timeout_ms",
+    check_timeouts("workload.producers", config, w.role(KEY).client, its_timeout_ms, "workload.pipeline.timeout_ms",
                    broker_config,
-                   f"the pipeline's transaction.timeout.ms={timeout_ms(w)} (workload.pipeline.timeout_ms)")
+                   f"the pipeline's transaction.timeout.ms={its_timeout_ms} (workload.pipeline.timeout_ms)")
     if output_topic(w, topic) == topic:
         raise ValueError("workload.pipeline.output_topic must differ from topic.name (its input)")
 
@@ -121,7 +117,7 @@ class PipelineRun(RoleRun):
                                    f"{trial.transactional_prefix}-pipe{i}", history, batch=settings.batch,
                                    transaction_timeout_ms=timeout_ms(w), commit_timeout_s=commit_timeout_s(w),
                                    on_commit_error=settings.on_commit_error, processing_ms=settings.processing_ms,
-                                   producer_config=producer_config(w), consumer_config=role.config,
+                                   producer_config=producer_view(w).config, consumer_config=role.config,
                                    client=role.client, kafka_version=trial.brokers.kafka_version,
                                    client_version=role.release)
                     for i in range(settings.count)], trial.topic, trial.partitions, history)

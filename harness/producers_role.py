@@ -62,8 +62,7 @@ def check_timeouts(where: str, config: dict[str, Any], client: Client, timeout_m
     for name in MESSAGE_TIMEOUTS:
         if client == "librdkafka" and name in lowered and int(lowered[name]) > timeout_ms:
             raise ValueError(f"{where}.config.{name}={lowered[name]} is above {what or f'{key}={timeout_ms}'}: "
-                             "librdkafka refuses a message "
-                             "time-out longer than the transaction's")
+                             "librdkafka refuses a message time-out longer than the transaction's")
     name, default = TRANSACTION_MAX_TIMEOUT
     most = int(broker_config.get(name, default))
     if timeout_ms > most:

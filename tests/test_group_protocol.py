@@ -36,7 +36,7 @@ def test_the_setting_reaches_every_consumer_and_pipeline_process_of_either_clien
     assert w.role("consumers").config == {"auto.commit.interval.ms": 100, "group.protocol": "consumer"}
     assert w.role("pipeline").config == {"group.protocol": "consumer"}
     assert "group.protocol" not in w.role("producers").config
-    assert "group.protocol" not in pipeline_role.producer_config(w)
+    assert "group.protocol" not in pipeline_role.producer_view(w).config
     # a role on the other client gets it too, and null leaves the client's default alone
     other = "java" if client == "librdkafka" else "librdkafka"
     w = load(tmp_path, text, [f"workload.pipeline.client={other}", "workload.consumers.group_protocol=null"]).workload
